@@ -170,7 +170,10 @@ async def connect(
             if stderr is None:
                 target = stdio_client(params, errlog=sys.stderr, name=server.name)
             elif LINEAR:
-                target = stdio_client(params, name=server.name, stderr_sink=stderr.feed, on_exit=stderr.exited)
+                target = stdio_client(
+                    params, name=server.name, stderr_sink=stderr.feed, on_exit=stderr.exited,
+                    on_unaddressed=stderr.unaddressed,
+                )  # fmt: skip
             else:  # the SDK's transport writes stderr to a file
                 target = stdio_client(params, errlog=stderr.file, name=server.name)
         else:

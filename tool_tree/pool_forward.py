@@ -127,6 +127,7 @@ async def _forward(
         log = slot.stderr  # this session's: a call meanwhile may start the server again, with a log of its own
         remaining = max(0.0, limit - waited)
         sent, noise = anyio.current_time(), (log.noise_count if log is not None else 0)
+        unaddressed = log.unaddressed_count if log is not None else 0
         try:
             resent = False
             try:
@@ -141,6 +142,7 @@ async def _forward(
                 client, resent = await pool._ensure(slot), True
                 log = slot.stderr
                 noise = log.noise_count if log is not None else 0
+                unaddressed = log.unaddressed_count if log is not None else 0
                 result = await send(client, remaining)
         except pydantic_core.PydanticSerializationError as e:  # nothing was sent: the session is as it was
             raise TypeError(f"arguments: cannot be sent as JSON ({e})") from None
@@ -157,6 +159,8 @@ async def _forward(
                 timed_out += f" while the client was still answering a question of the server ({e})"
             if log is not None and (written := log.noise_since(noise)) is not None:
                 timed_out += f"; {written}"
+            if log is not None and (error := log.unaddressed_since(unaddressed)) is not None:
+                timed_out += f"; {error}"
             return CallFailure(timed_out, "timeout", _SENT)
         except mcp.MCPError as e:
             if (question := asked(e)) is not None:  # the server asked tooltree for sampling, elicitation, roots

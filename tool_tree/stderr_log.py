@@ -1,6 +1,7 @@
 """`StderrLog`: the end of what a stdio server wrote to stderr (and the first lines it wrote to stdout that
 were not JSON-RPC), bounded and redacted of the server's secrets, for the error that reports its failure; a call
-that times out says how many such lines came while it waited, and the last (`StderrLog.noise_since`).
+that times out says how many such lines came while it waited, and the last (`StderrLog.noise_since`), and the last
+error the server sent tied to no request (id null) meanwhile (`StderrLog.unaddressed_since`).
 
 A Node or JVM server's stack trace puts its error above its frames (``Error: API_TOKEN is required``, then ten
 ``    at …`` lines and ``Node.js v22``): its last lines are frames alone, and an error that shows the last 8 of them
@@ -17,6 +18,8 @@ import select
 import signal
 import threading
 from typing import TextIO
+
+from mcp_types import ErrorData
 
 from tool_tree.config import ServerConfig
 from tool_tree.redact import longest_secret, redact
@@ -58,6 +61,8 @@ class StderrLog:
         self._noise: list[str] = []  # the first stdout lines that were not JSON-RPC
         self._noise_count = 0
         self._last_noise = ""  # the latest of them
+        self._unaddressed_count = 0  # errors of id null the server sent
+        self._last_unaddressed = ""  # the latest of them, as told
         self.exit_status: int | None = None
         """The server's exit status when it ended on its own (`exited`); None while it runs, or when tooltree ended
         it."""
@@ -117,6 +122,36 @@ class StderrLog:
         return (
             f"meanwhile the server wrote {lines} to stdout that {'is' if more == 1 else 'are'} not JSON-RPC, the last "
             f"{last!r}: MCP over stdio carries one JSON-RPC message a line, and logs belong on stderr"
+        )
+
+    def unaddressed(self, error: ErrorData) -> None:
+        """Note an error the server sent with the id null (`tool_tree.stdio.stdio_client`'s ``on_unaddressed``): its
+        answer to a message it could not read, which may be a call's request (or a notification, an answer)."""
+        message = error.message if len(error.message) <= NOISE_CHARS else error.message[:NOISE_CHARS] + "…"
+        with self._lock:
+            self._unaddressed_count += 1
+            self._last_unaddressed = f"error {error.code}: {message!r}"
+
+    @property
+    def unaddressed_count(self) -> int:
+        """How many errors tied to no request the server sent (`unaddressed`)."""
+        return self._unaddressed_count
+
+    def unaddressed_since(self, count: int) -> str | None:
+        """What a call that timed out is told of the errors tied to no request (id null) the server sent since
+        `unaddressed_count` was ``count`` (the last one), or None for none. The server sends one when it cannot read a
+        message: it may have been the call's request, or a notification or answer tooltree wrote, so no call fails at
+        once for it; before, its timeout said nothing of it (only a log line gave its code)."""
+        with self._lock:
+            more, last = self._unaddressed_count - count, self._last_unaddressed
+        if more <= 0:
+            return None
+        if self.server is not None:
+            last = redact(last, self.server)
+        times = "" if more == 1 else f" ({more} such errors, the last)"
+        return (
+            f"meanwhile the server sent an error not tied to a request (id null, its answer to a message it could not "
+            f"read){times}: {last}"
         )
 
     def feed(self, chunk: bytes) -> None:
@@ -184,7 +219,17 @@ class StderrLog:
                 text = text[longest + 3 :]
             text = redact(text, self.server)
         tail = "\n".join(folded(text.rstrip("\n").splitlines())[-lines:])[-max_chars:]
-        return "\n".join(filter(None, (tail, self._noise_note())))
+        return "\n".join(filter(None, (tail, self._noise_note(), self._unaddressed_note())))
+
+    def _unaddressed_note(self) -> str:
+        with self._lock:
+            count, last = self._unaddressed_count, self._last_unaddressed
+        if not count:
+            return ""
+        if self.server is not None:
+            last = redact(last, self.server)
+        times = "" if count == 1 else f" ({count}, the last)"
+        return f"[tooltree] the server sent an error not tied to a request (id null){times}: {last}"
 
     def _noise_note(self) -> str:
         with self._lock:

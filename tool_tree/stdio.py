@@ -129,6 +129,7 @@ async def stdio_client(
     stderr_sink: Callable[[bytes], None] | None = None,
     cpu: ReaderBudget | None = None,
     on_exit: Callable[[int], None] | None = None,
+    on_unaddressed: Callable[[types.ErrorData], None] | None = None,
 ) -> AsyncGenerator[TransportStreams, None]:
     """Spawns an MCP server subprocess and connects to it over stdin/stdout.
 
@@ -145,6 +146,7 @@ async def stdio_client(
     context exits, unless a process the server left behind still holds its stderr open a second after the
     server ended. ``on_exit`` is called with the server's exit status (negative: the signal that ended it) when it
     ended on its own: its stdout ended and it exited within `_EXITED_WAIT`, before tooltree stopped it.
+    ``on_unaddressed`` is given each error the server sent with the id null (an answer to no request it could name).
 
     Raises:
         OSError: If the server process cannot be spawned.
@@ -185,7 +187,7 @@ async def stdio_client(
     stderr_done = anyio.Event()
     # Requests sent and not yet answered: what fails, with the reason, when the server is refused.
     outstanding = Outstanding(label)
-    lines_of = Lines(label, max_message_values, server.encoding_error_handler, outstanding)
+    lines_of = Lines(label, max_message_values, server.encoding_error_handler, outstanding, on_unaddressed)
     cpu = cpu if cpu is not None else ReaderBudget(label)
 
     async def refuse(reason: str) -> None:

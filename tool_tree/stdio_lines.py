@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
 from typing import NamedTuple
 
 import mcp_types as types
@@ -121,8 +122,12 @@ class Lines:
     whether the line was the answer to a request in flight (the one thing the reader does not charge).
     """
 
-    def __init__(self, server: str, max_values: int, errors: str, outstanding: Outstanding) -> None:
+    def __init__(
+        self, server: str, max_values: int, errors: str, outstanding: Outstanding,
+        unaddressed: Callable[[types.ErrorData], None] | None = None,
+    ) -> None:  # fmt: skip
         self.server, self.max_values, self.errors = server, max_values, errors
+        self.unaddressed = unaddressed  # told each error of id null, for the timeout of the call it may be about
         self.outstanding = outstanding
         self.notifications = NotificationBudget(server)
         self.requests = ServerRequests(server)  # from the server, their answers not written yet
@@ -195,9 +200,12 @@ class Lines:
             self.asked = answer == "awaited"
             if self.asked and isinstance(message, types.JSONRPCResponse):
                 trim(message.result)  # before the SDK validates it (`tool_tree.answer_items`)
+            if message.id is None and isinstance(message, types.JSONRPCError) and self.unaddressed is not None:
+                self.unaddressed(message.error)  # quoted, redacted, by the timeout of a call in flight
             if message.id is None and not self._unread_said:
                 # JSON-RPC's answer to a request whose id the server could not read: which one is not told, so its
-                # call waits for its timeout; said once, its code alone (the server's words may hold a secret).
+                # call waits for its timeout (the error may answer a notification or an answer tooltree wrote, so it
+                # fails no call); logged once, its code alone (the server's words may hold a secret).
                 self._unread_said = True
                 logger.warning(
                     "server %r answered a message it could not read with an error of id null (code %s): which request "

@@ -9,7 +9,8 @@ SPEC keys (all optional):
                ``signal``, kills itself with it; with ``leave`` true, first starting a process that sleeps 600 s
                holding the server's stdout open), "hang" never answers, "sleep" waits ``seconds`` (one call at a
                time) and answers how many bytes its arguments were as JSON, "garbage" writes lines that are not
-               JSON-RPC and never answers,
+               JSON-RPC and never answers, "unreadable" answers a JSON-RPC error of id null (as a server that could
+               not read the request does) with ``message`` (default "Parse error") and never answers the call,
                "half_then_exit" writes half an answer and exits, "answer" answers its ``result`` as the result,
                "big" answers a text of ``chars`` "x"s, "fail" answers a JSON-RPC error of ``code`` and
                ``message``, "spawn" starts a process that sleeps 600 s and answers its pid: ``how`` "child"
@@ -134,6 +135,10 @@ def main() -> None:
             if name == "sleep":
                 time.sleep(float(args.get("seconds", 0)))
                 args = len(json.dumps(args))
+            if name == "unreadable":
+                error = {"code": -32700, "message": args.get("message", "Parse error")}
+                send({"jsonrpc": "2.0", "id": None, "error": error})
+                continue
             if name == "garbage":
                 sys.stdout.write('this is not json\n{"jsonrpc": "2.0", "id": "nobody"}\n\x00\xff{]\n')
                 sys.stdout.flush()

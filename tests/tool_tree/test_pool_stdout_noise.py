@@ -10,6 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from mcp_types import ErrorData
 
 from tests.tool_tree.test_pool import raw, text
 from tool_tree.config import ServerConfig
@@ -46,3 +47,34 @@ def test_the_line_told_is_redacted_of_the_servers_secrets() -> None:
     said = log.noise_since(before)
     assert said is not None and "s3cr3t" not in said
     assert said.startswith("meanwhile the server wrote a line to stdout that is not JSON-RPC, the last 'using token [")
+
+
+async def test_a_call_timing_out_after_an_error_of_id_null_quotes_the_servers_error(tmp_path: Path) -> None:
+    # Before: the server's answer to a request it could not read (an error of id null) was dropped as one to no
+    # request, the call saying "the call timed out after 2 s" alone (a log line gave its code). It is not taken as
+    # the call's failure: the error may answer a notification or an answer tooltree wrote, the call still running.
+    server = replace(raw(tmp_path), timeout=2, env={"API_TOKEN": "s3cr3t-value-123"})
+    async with ServerPool([server]) as pool:
+        result = await pool.call("raw", "unreadable", {"message": "Parse error near s3cr3t-value-123"})
+        assert result.get("isError")
+        said = text(result)
+        assert said.startswith(
+            "the call timed out after 2 s (servers.raw.timeout, default 30); meanwhile the server sent an error not "
+            "tied to a request (id null, its answer to a message it could not read): error -32700: 'Parse error near "
+        )
+        assert "s3cr3t" not in said
+        # A later call that times out without one says nothing of that before it.
+        assert (
+            text(await pool.call("raw", "hang", {})) == "the call timed out after 2 s (servers.raw.timeout, default 30)"
+        )
+
+
+def test_a_failed_starts_tail_names_the_errors_of_id_null_redacted() -> None:
+    # A start that times out (`generate-tree`) shows the log's tail: the server's error of id null is in it.
+    log = StderrLog(ServerConfig(name="s", command="x", env={"API_TOKEN": "s3cr3t-value-123"}))
+    assert log.tail() == ""
+    log.unaddressed(ErrorData(code=-32700, message="Parse error"))
+    log.unaddressed(ErrorData(code=-32600, message="bad s3cr3t-value-123"))
+    tail = log.tail()
+    assert tail.startswith("[tooltree] the server sent an error not tied to a request (id null) (2, the last): error ")
+    assert "-32600" in tail and "s3cr3t" not in tail
