@@ -164,7 +164,7 @@ async def discover_one(
                         finally:
                             over()  # before `connect` stops the server
             except TimeoutError:
-                result.error = _timed_out(server, phase, source)
+                result.error = _timed_out(server, phase, source, stderr)
             except mcp.MCPError as e:
                 result.error = f"server error: {e}{status_named(e, server, source)}"
             except OSError as e:  # `connect` words it in the configuration's terms
@@ -201,7 +201,7 @@ async def discover_one(
         over()
         return Discovery(
             server=server,
-            error=redact(_timed_out(server, phase, source), server),
+            error=redact(_timed_out(server, phase, source, stderr), server),
             stderr_tail=stderr.tail() if stderr is not None else "",
             seconds=ended[0] - start,
             queued_seconds=result.queued_seconds,
@@ -219,11 +219,14 @@ async def _call_at(deadline: float, call: Callable[[], None]) -> None:
     call()
 
 
-def _timed_out(server: ServerConfig, phase: str, source: str | None) -> str:
-    """``timed out after 4 s listing its tools (servers.NAME.timeout in FILE)``: the phase and the setting.
-    Before: ``timed out after 4 s``, the same for a server that never started as for one that never listed."""
+def _timed_out(server: ServerConfig, phase: str, source: str | None, stderr: StderrLog | None = None) -> str:
+    """``timed out after 4 s listing its tools (servers.NAME.timeout in FILE)``: the phase and the setting, and what
+    the server wrote to stdout that is not JSON-RPC (`StderrLog.noise_said`). Before: ``timed out after 4 s``, the same
+    for a server that never started as for one that never listed."""
     doing = "starting up" if phase == "start-up" else "listing its tools"
-    return f"timed out after {server.timeout:g} s {doing} ({setting_named(server, 'timeout', source)})"
+    said = f"timed out after {server.timeout:g} s {doing} ({setting_named(server, 'timeout', source)})"
+    noise = stderr.noise_said() if stderr is not None else None
+    return said if noise is None else f"{said}; {noise}"
 
 
 def _unreached(server: ServerConfig, e: OSError, source: str | None) -> str:

@@ -122,6 +122,8 @@ async def _ensure(pool: ServerPool, slot: _Slot) -> mcp.Client:
                     f"timed out after {slot.config.timeout:g} s while starting (its own start-up, not the wait "
                     f"for its turn; {pool._timeout_setting(slot)})"
                 )
+                if slot.stderr is not None and (noise := slot.stderr.noise_said()) is not None:
+                    reason += f"; {noise}"
             if box and slot.config.url is not None and isinstance(_first(box[0]), ConnectionError | TimeoutError):
                 reason += f"; no call was sent: {pool._check_url(slot, to_check(_first(box[0])))}"
             elif box:

@@ -124,6 +124,21 @@ class StderrLog:
             f"{last!r}: MCP over stdio carries one JSON-RPC message a line, and logs belong on stderr"
         )
 
+    def noise_said(self) -> str | None:
+        """What a start that timed out is told of the lines the server wrote to stdout that are not JSON-RPC (how
+        many, and the first: a banner, or a program that is no MCP server), or None for none. Before, its error said
+        "timed out" alone, the lines shown below it under the heading of its stderr."""
+        with self._lock:
+            noise, count = list(self._noise), self._noise_count
+        if not noise:
+            return None
+        first = redact(noise[0], self.server) if self.server is not None else noise[0]
+        wrote = "a line that is not JSON-RPC," if count == 1 else f"{count} lines that are not JSON-RPC, the first"
+        return (
+            f"it wrote to stdout {wrote} {first!r}: an MCP server over stdio writes only JSON-RPC messages there, "
+            "one a line (logs belong on stderr); is the command an MCP server?"
+        )
+
     def unaddressed(self, error: ErrorData) -> None:
         """Note an error the server sent with the id null (`tool_tree.stdio.stdio_client`'s ``on_unaddressed``): its
         answer to a message it could not read, which may be a call's request (or a notification, an answer)."""

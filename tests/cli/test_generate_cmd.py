@@ -397,6 +397,25 @@ def test_a_server_that_prints_to_stdout_shows_it_with_its_stderr_and_no_tracebac
     ) in err
 
 
+def test_a_program_that_writes_only_text_to_stdout_fails_its_start_quoting_what_it_wrote(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A program that is no MCP server: it greets, then reads on. Before: the table's error said "timed out after 5 s
+    # starting up (…)" alone, the line shown below it under the heading of its stderr.
+    script = tmp_path / "shell.py"
+    script.write_text("import sys\nprint('Welcome to FooTool 3.2', flush=True)\nsys.stdin.read()\n", encoding="utf-8")
+    config = tmp_path / "tooltree.yaml"
+    command = f"{{command: {json.dumps(sys.executable)}, args: [{json.dumps(str(script))}], timeout: 5}}"
+    config.write_text(f"servers:\n  shell: {command}\n", encoding="utf-8")
+    assert main(["generate-tree", "--config", str(config), "--out", str(tmp_path / "tree"), "--embeddings", "off"]) == 3
+    line = next(ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("shell "))
+    assert line.endswith(
+        f"  timed out after 5 s starting up (servers.shell.timeout in {config}); it wrote to stdout a line that "
+        "is not JSON-RPC, 'Welcome to FooTool 3.2': an MCP server over stdio writes only JSON-RPC messages "
+        "there, one a line (logs belong on stderr); is the command an MCP server?"
+    )
+
+
 def test_an_http_server_that_wants_credentials_is_reported_with_its_status(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -15,6 +15,7 @@ from mcp_types import ErrorData
 from tests.tool_tree.test_pool import raw, text
 from tool_tree.config import ServerConfig
 from tool_tree.pool import ServerPool
+from tool_tree.pool_errors import ServerUnavailable
 from tool_tree.stderr_log import StderrLog
 
 pytestmark = pytest.mark.anyio
@@ -78,3 +79,18 @@ def test_a_failed_starts_tail_names_the_errors_of_id_null_redacted() -> None:
     tail = log.tail()
     assert tail.startswith("[tooltree] the server sent an error not tied to a request (id null) (2, the last): error ")
     assert "-32600" in tail and "s3cr3t" not in tail
+
+
+async def test_a_start_timing_out_after_stdout_lines_that_are_not_json_rpc_quotes_the_first(tmp_path: Path) -> None:
+    # A program that is no MCP server (or one writing a banner where its messages go) and stays running. Before: the
+    # error said "timed out after 2 s while starting (…)" alone, the lines shown under the heading of its stderr.
+    server = replace(raw(tmp_path, behavior="garbage"), timeout=2)
+    async with ServerPool([server]) as pool:
+        with pytest.raises(ServerUnavailable) as caught:
+            await pool.call("raw", "pid", {})
+    reason = caught.value.reason
+    assert reason.startswith("timed out after 2 s while starting (its own start-up, not the wait for its turn; ")
+    assert "); it wrote to stdout 2 lines that are not JSON-RPC, the first 'this is not json': an MCP server over " in (
+        reason
+    )
+    assert reason.endswith("(logs belong on stderr); is the command an MCP server?")
