@@ -21,10 +21,13 @@ over it, failing every request in flight as "Connection closed", as if the serve
 (Why, and what to check: `tool_tree.unreachable`.)
 
 A JSON reply is the answer to the request it replies to: one whose id is another is given that request's id, or fails it
-when it is a result (`_answering`).
+when it is a result (`_answering`). A JSON-RPC batch (an array) is read as its one answer of that id; one with none, or
+several, fails it saying what it held (`_batch_answer`).
 
 An error status is marked with the setting it is about (`setting_of`: ``headers`` for a 401 or 403, else ``url``), so
 that each surface names it with its configuration file.
+
+(Over 400 lines: every reply to a request that the SDK would misread, from its status to the answer its JSON holds.)
 """
 
 from __future__ import annotations
@@ -322,6 +325,34 @@ class _Rewritten(httpx2.AsyncByteStream):
         await self._stream.aclose()
 
 
+def _batch_answer(batch: list[Any], request_id: Any) -> bytes:
+    """The answer a JSON reply that is an array (a JSON-RPC batch) gives ``request_id``: its one answer of that id,
+    alone (its other messages are not read: the SDK reads one message of a JSON reply); else an error saying what it
+    held. Before, a batch of no message, of notifications alone or of two answers failed as "answered with JSON that is
+    not a JSON-RPC message", and one holding its answer beside the answer to another request did too."""
+    asked = coerce_request_id(request_id)
+    answers = [m for m in batch if isinstance(m, dict) and "method" not in m and ("result" in m or "error" in m)]
+    own = [m for m in answers if _id_number(m.get("id")) is not None and _id_number(m["id"]) == asked]
+    if len(own) == 1:
+        return json.dumps(own[0] | {"id": request_id}).encode()
+    if not batch:
+        held = "an empty JSON-RPC batch (an array of no message)"
+    elif not own:
+        held = f"a JSON-RPC batch of {len(batch)} messages, none of them its answer"
+        held = "a JSON-RPC batch of 1 message, not its answer" if len(batch) == 1 else held
+    else:
+        held = f"a JSON-RPC batch holding {len(own)} answers to it"
+    said = f"the server answered the request with {held}; it was not used, and the request may have run"
+    return _error(request_id, INTERNAL_ERROR, said)
+
+
+def _id_number(found: Any) -> Any:
+    """A message's id as the SDK correlates it (``7.0`` is 7), or None for no id."""
+    if isinstance(found, float) and found.is_integer():
+        found = int(found)
+    return coerce_request_id(found) if isinstance(found, int | str) and not isinstance(found, bool) else None
+
+
 class _Answer(httpx2.AsyncByteStream):
     """A JSON reply to the request ``request_id``, held whole (as `tool_tree.http_client.bounding` holds it) and given
     on as it came when it answers that request; one with nothing in it but blanks as ``empty``; one answering another
@@ -367,6 +398,8 @@ def _answering(chunks: list[bytes], request_id: Any) -> bytes | None:
         message = json.loads(b"".join(chunks))
     except ValueError:
         return None
+    if isinstance(message, list):
+        return _batch_answer(message, request_id)
     if not isinstance(message, dict) or "method" in message or "id" not in message:
         return None
     found = message["id"]

@@ -136,8 +136,10 @@ class Replies(BaseHTTPRequestHandler):
         notifications on the reply's event stream (``form`` "sse"; "json": a JSON reply; "204": none at all); the
         reply ``spoilt`` as ``"cut"`` (its second half left out), ``"not_rpc"`` (its result alone, no JSON-RPC
         message), ``"float_id"`` (its id written ``7.0``), ``"other_id"`` (of id 4242), ``"null_id_error"`` (a parse
-        error of id null, a server's answer to what it could not read) or ``"bom"`` (after a UTF-8 byte order mark)
-        says; with ``batched`` of 0 or more, the reply
+        error of id null, a server's answer to what it could not read), ``"bom"`` (after a UTF-8 byte order mark),
+        ``"empty_batch"`` (``[]``), ``"notes_batch"`` (a batch of one notification), ``"two_answers"`` (a batch of the
+        answer twice) or ``"beside_other"`` (a batch of the answer to id 4242, then its own) says; with ``batched`` of 0
+        or more, the reply
         (the whole body, or one event) is a JSON-RPC batch of that many progress notifications of the call
         (``token``), then the answer."""
         objects = b",".join([b"{}"] * values) if not depth else b"[" * depth + b"]" * depth
@@ -151,6 +153,9 @@ class Replies(BaseHTTPRequestHandler):
             "other_id": b'{"jsonrpc":"2.0","id":4242,"result":%s}' % result,
             "null_id_error": b'{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}',
             "bom": b"\xef\xbb\xbf" + reply,
+            "empty_batch": b"[]", "notes_batch": b'[{"jsonrpc":"2.0","method":"notifications/message","params":{}}]',
+            "two_answers": b"[%s,%s]" % (reply, reply),
+            "beside_other": b'[{"jsonrpc":"2.0","id":4242,"result":{}},%s]' % reply,
         }[spoilt]  # fmt: skip
         if batched >= 0:
             notes = [{"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": token,
@@ -549,6 +554,34 @@ async def test_a_json_reply_answering_another_id_is_taken_as_the_answer_to_its_r
             result = await pool.call("big", "flood", {"values": 2, "form": "json", "spoilt": spoilt})
         if said:
             assert result.get("isError") and text(result) == said
+        else:
+            assert not result.get("isError") and result["structuredContent"] == {"a": [{}, {}]}
+        assert not (await pool.call("big", "flood", {"values": 2, "form": "json"})).get("isError")
+
+
+@pytest.mark.parametrize(
+    ("spoilt", "held"),
+    [
+        ("empty_batch", "an empty JSON-RPC batch (an array of no message)"),
+        ("notes_batch", "a JSON-RPC batch of 1 message, not its answer"),
+        ("two_answers", "a JSON-RPC batch holding 2 answers to it"),
+        ("beside_other", ""),
+    ],
+)
+async def test_a_json_reply_that_is_a_batch_is_read_as_its_one_answer_or_fails_saying_what_it_held(
+    http_server: tuple[ServerConfig, type[Replies]], spoilt: str, held: str
+) -> None:
+    # Before: each failed as "server 'big' answered with JSON that is not a JSON-RPC message" (the one holding its
+    # answer beside the answer to another request too).
+    config, _ = http_server
+    async with ServerPool([config]) as pool:
+        with anyio.fail_after(20):
+            result = await pool.call("big", "flood", {"values": 2, "form": "json", "spoilt": spoilt})
+        if held:
+            assert result.get("isError") and text(result) == (
+                f"server error -32603: the server answered the request with {held}; it was not used, and the request "
+                "may have run"
+            )
         else:
             assert not result.get("isError") and result["structuredContent"] == {"a": [{}, {}]}
         assert not (await pool.call("big", "flood", {"values": 2, "form": "json"})).get("isError")
