@@ -23,7 +23,14 @@ import referencing.exceptions
 from jsonschema.protocols import Validator
 
 from sandbox.request_budget import ACCOUNT, RequestBudget
-from tool_tree.schema_check import VALIDATION_CALL_SECONDS, TooCostly, cpu_deadline, matches_patterns, tool_validator
+from tool_tree.schema_check import (
+    VALIDATION_CALL_SECONDS,
+    TooCostly,
+    cpu_deadline,
+    matches_patterns,
+    noting_whole,
+    tool_validator,
+)
 from tool_tree.tree import Manifest, ToolEntry
 
 logger = logging.getLogger("sandbox.mcp_bridge")  # the bridge's log, as before its checks had a module of their own
@@ -65,12 +72,15 @@ class ArgumentChecks:
         other.budget = RequestBudget(burst=VALIDATION_BURST_SECONDS, rate=VALIDATION_RATE)
         return other
 
-    def errors(self, entry: ToolEntry, arguments: dict[str, Any]) -> list[jsonschema.ValidationError]:
+    def errors(
+        self, entry: ToolEntry, arguments: dict[str, Any], whole: set[int] | None = None
+    ) -> list[jsonschema.ValidationError]:
         """The errors the host reports for ``arguments`` (none: valid, or left to the server), within the
         session's validation budget and the sandbox's request budget (`ACCOUNT`, when a sandbox's request is served):
         each validation is charged the CPU it took on this thread, to both. The best first, then one of each other
         argument that is wrong, up to `ARGUMENTS_SAID` (before: the best alone, and a call of two wrong arguments was
-        refused twice, once for each)."""
+        refused twice, once for each). ``whole``: where the ids of the floats taken as integers are added
+        (`tool_tree.schema_check.noting_whole`)."""
         validator = self._validator(entry)
         if validator is None:
             return []
@@ -84,7 +94,7 @@ class ArgumentChecks:
             return []
         started = time.thread_time()
         try:
-            with cpu_deadline(VALIDATION_CALL_SECONDS):
+            with cpu_deadline(VALIDATION_CALL_SECONDS), noting_whole(whole if whole is not None else set()):
                 errors = list(itertools.islice(validator.iter_errors(arguments), MAX_VALIDATION_ERRORS))
                 best: jsonschema.ValidationError | None = jsonschema.exceptions.best_match(errors)
         except TooCostly:

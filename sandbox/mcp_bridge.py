@@ -62,7 +62,7 @@ from sandbox.tool_changes import StaleRefusals, StaleSessionRefused, StaleTools,
 from tool_tree.config import Config, setting_named
 from tool_tree.pool import CallFailure, PoolError, ProgressListener, ServerPool, ServerUnavailable, UnknownServerError
 from tool_tree.regenerate import shell_word
-from tool_tree.schema_check import describe_error
+from tool_tree.schema_check import as_integers, describe_error
 from tool_tree.server_asks import Asker
 from tool_tree.text import clean
 from tool_tree.tree import Manifest, ToolEntry, requires_task, schema_hash
@@ -243,10 +243,12 @@ class McpBridge(ToolBridge):
                     "invalid_arguments",
                 )
             if is_small(arguments) and not self._checks.matches_patterns(server, tool):  # admitted on the event loop
-                entry, record["args_sha256"] = self._admit(server, tool, arguments)
+                entry, record["args_sha256"], arguments = self._admit(server, tool, arguments)
             else:  # hashing and validating large arguments, or matching patterns (RE2 releases the GIL), must
                 # not hold up every session's calls on this loop
-                entry, record["args_sha256"] = await anyio.to_thread.run_sync(self._admit, server, tool, arguments)
+                entry, record["args_sha256"], arguments = await anyio.to_thread.run_sync(
+                    self._admit, server, tool, arguments
+                )
             if asker is None and (asks := self.script_asks) is not None:
                 asker = asks(server)
             result, size = await self._call(entry, arguments, progress, asker)
@@ -291,8 +293,9 @@ class McpBridge(ToolBridge):
             return f" (the server {clean(server)} was still waiting for its turn to start: other servers were starting)"
         return ""
 
-    def _admit(self, server: str, tool: str, arguments: dict[str, Any]) -> tuple[ToolEntry, str]:
-        """Everything decided before the server is involved; returns the tool and the arguments' digest.
+    def _admit(self, server: str, tool: str, arguments: dict[str, Any]) -> tuple[ToolEntry, str, dict[str, Any]]:
+        """Everything decided before the server is involved; returns the tool, the arguments' digest and the arguments
+        to send (a whole float the schema types as an integer, ``3.0``, as one: `tool_tree.schema_check.as_integers`).
 
         Raises:
             ToolCallRefused: arguments over the limits, a tool outside the manifest, a budget spent,
@@ -333,11 +336,12 @@ class McpBridge(ToolBridge):
                     "budget_exhausted",
                 )
             self._calls += 1
-        errors = self._checks.errors(entry, arguments)
+        whole: set[int] = set()
+        errors = self._checks.errors(entry, arguments, whole)
         if errors:
             said = "; ".join(describe_error(error, "arguments") for error in errors)
             raise ToolCallRefused(f"invalid arguments: {said}", "invalid_arguments")
-        return entry, digest
+        return entry, digest, as_integers(arguments, whole)
 
     def _check_filters(self, server: str, tool: str) -> None:
         """Raises: ToolCallRefused: the configuration's include/exclude for ``server`` leaves ``tool`` out."""

@@ -21,17 +21,25 @@ replaced:
   past a float's range raised ``OverflowError``, failing the call as the host's bug;
 - no ``format`` checks.
 
+A whole number written as a float (``3.0``) is an integer to JSON Schema, so ``{"type": "integer"}`` takes it; the
+validation notes each one it took so (`noting_whole`), and `as_integers` writes them as integers (``3``): sent as
+``3.0``, a server that reads integers strictly (serde's ``i64``: "invalid type: floating point `3.0`, expected i64")
+refused what the host had passed.
+
 Whatever the schema, one validation stops once it has taken `VALIDATION_CALL_SECONDS` of its thread's
 CPU (`cpu_deadline`, checked as keywords are applied): `TooCostly` is raised, and `sandbox.mcp_bridge`
 leaves those arguments to the server (valid arguments can cost as much: 33,000 objects through a
 ``$ref`` took 1.75 s).
 
 What the host does not check, the server still validates: each exception is logged once.
+
+(Over 400 lines: the validator's keywords, each bounded, and what its check of types notes, share its construction.)
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import itertools
 import logging
 import reprlib
@@ -47,7 +55,10 @@ import re2  # type: ignore[import-untyped]
 from jsonschema.protocols import Validator
 from jsonschema_specifications import REGISTRY as LOCAL_REFS  # type: ignore[import-untyped]
 
-__all__ = ["LOCAL_REFS", "TooCostly", "cpu_deadline", "matches_patterns", "short_message", "tool_validator"]
+__all__ = [
+    "LOCAL_REFS", "TooCostly", "as_integers", "cpu_deadline", "matches_patterns", "noting_whole", "short_message",
+    "tool_validator",
+]  # fmt: skip
 
 logger = logging.getLogger(__name__)
 
@@ -105,6 +116,49 @@ def _timed(keyword: Callable[..., Any]) -> Callable[..., Any]:
     return timed
 
 
+_WHOLE: contextvars.ContextVar[set[int] | None] = contextvars.ContextVar("tooltree_whole_floats", default=None)
+"""The ids of the floats with no fraction a validation in `noting_whole` took as integers."""
+
+
+@contextmanager
+def noting_whole(noted: set[int]) -> Iterator[None]:
+    """Validations in this block add to ``noted`` the id of each float with no fraction (``3.0``) they took for a
+    ``"type"`` that allows integers and not every number: what `as_integers` writes as integers."""
+    token = _WHOLE.set(noted)
+    try:
+        yield
+    finally:
+        _WHOLE.reset(token)
+
+
+def _noted_type(keyword: Callable[..., Any]) -> Callable[..., Any]:
+    """The ``type`` keyword, noting a whole float it takes as an integer (`noting_whole`)."""
+
+    def type_(validator: Any, types: Any, instance: Any, schema: Any) -> Any:
+        if isinstance(instance, float) and instance.is_integer() and (noted := _WHOLE.get()) is not None:
+            named = [types] if isinstance(types, str) else types
+            integer = isinstance(named, list) and "integer" in named and "number" not in named
+            if integer and validator.is_type(instance, "integer"):  # draft 4's integers are no floats
+                noted.add(id(instance))
+        return keyword(validator, types, instance, schema)
+
+    return type_
+
+
+def as_integers(value: Any, noted: set[int]) -> Any:
+    """``value`` with each float whose id is in ``noted`` as the integer it is (``3.0`` → ``3``); ``value`` itself
+    when it holds none (the same value in JSON Schema's terms, and in JSON's)."""
+    if not noted:
+        return value
+    if isinstance(value, float) and id(value) in noted:
+        return int(value)
+    if isinstance(value, dict):
+        return {key: as_integers(item, noted) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [as_integers(item, noted) for item in value]
+    return value
+
+
 def tool_validator(schema: dict[str, Any], name: str) -> Validator:
     """The validator of ``schema`` (the input schema of the tool ``name``, for the log), its costly
     keywords replaced as the module says.
@@ -118,6 +172,7 @@ def tool_validator(schema: dict[str, Any], name: str) -> Validator:
     keywords: dict[str, Any] = {
         **cls.VALIDATORS,
         "uniqueItems": _unique_items,
+        "type": _noted_type(cls.VALIDATORS["type"]),
         "multipleOf": _multiple_of,
         "pattern": patterns.pattern,
         "patternProperties": patterns.pattern_properties,
