@@ -47,10 +47,12 @@ import re
 import time
 import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import Any
 
 import anyio
 import httpx2
 from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
+from mcp.shared.dispatcher import coerce_request_id
 from pydantic_core import PydanticSerializationError, from_json, to_json
 
 from tool_tree.answer_items import MAX_ANSWER_ITEMS, cut_answer
@@ -63,6 +65,7 @@ from tool_tree.budget import (
     too_many_values,
 )
 from tool_tree.get_streams import GetStreams, KeepingClient, StreamRefused
+from tool_tree.http_errors import answering, posted_id
 from tool_tree.ledgers import Outstanding
 from tool_tree.stdio import MAX_MESSAGE_BYTES
 from tool_tree.unparsed import count_values, peek, unaddressed
@@ -298,9 +301,10 @@ class _Events:
     def __init__(
         self, limit: int, hold: int, server: str | None, notifications: NotificationBudget | None,
         answers: bool = True, strays: Outstanding | None = None, cuts: Outstanding | None = None,
+        request: Any = None,
     ) -> None:  # fmt: skip
         self._limit, self._hold, self._server, self._notifications = limit, hold, server, notifications
-        self._answers, self._strays, self._cuts = answers, strays, cuts
+        self._answers, self._strays, self._cuts, self._request = answers, strays, cuts, request
         self._held: list[bytes] | None = []  # the event in progress; None once past ``hold``
         self._size = self._rough = 0
         self._last = b""  # the last byte fed: a blank line may straddle two chunks
@@ -366,11 +370,16 @@ class _Events:
             self.owed += HANDED_ON_SECONDS + (1 + rough) * PARSE_SECONDS_PER_VALUE
             return
         event = b"".join(held)
-        for one in _events_of_batch(event) or [event]:
+        ones = _events_of_batch(event) or [event]
+        if self._request is not None and len(ones) > 1 and any(map(self._own, ones)):
+            ones = [one for one in ones if self._own(one) or not _is_answer(one)]  # the others: not its answer
+        for one in ones:
             self._judge(one, _rough(one) if one is not event else rough, out)
 
     def _judge(self, event: bytes, rough: int, out: list[bytes]) -> None:
         """Pass ``event`` on, drop it or refuse it (an event of at most the limit of values, ``rough`` its ``,[{``)."""
+        if self._request is not None and b"{" in event and not unaddressed(event):
+            event = self._as_asked(event)
         if b"{" in event and unaddressed(event):
             if self._notifications is not None and not self._notifications.take(notification_cost(1 + rough)):
                 return
@@ -385,6 +394,22 @@ class _Events:
         if b"{" in event:
             self.owed += HANDED_ON_SECONDS + (1 + rough) * PARSE_SECONDS_PER_VALUE
         out.append(event)
+
+    def _own(self, event: bytes) -> bool:
+        """Whether ``event`` is the answer to the request ``_request`` (its id first: `_is_answer`)."""
+        head = peek(data[1] or b"") if (data := _DATA.search(event, 0, _HEAD)) is not None else None
+        return head is not None and head[0] == "response" and head[1] == coerce_request_id(self._request)
+
+    def _as_asked(self, event: bytes) -> bytes:
+        """An answer on the stream of the request ``_request`` as `tool_tree.http_errors.answering` gives a JSON
+        reply on: the SDK gives any answer there the request's id, so the result of another request was taken as its
+        answer, and its own of id ``7.0`` (the number 7) failed it as JSON that is not a JSON-RPC message."""
+        lines = event.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
+        data = [found.group(1) or b"" for line in lines if (found := _DATA.fullmatch(line)) is not None]
+        if (answer := answering([b"\n".join(data)], self._request)) is None:
+            return event
+        others = [line for line in lines if line and _DATA.fullmatch(line) is None]
+        return b"\n".join([*others, b"data: " + answer]) + b"\n\n"
 
     def _cut(self, event: bytes) -> bytes:
         """``event``, an answer, with the items past what an answer keeps cut from its data (`_cut`), its other lines
@@ -490,7 +515,10 @@ def bounding(
         elif events:
             response.encoding = "utf-8"  # the bytes counted are the text parsed, whatever charset it names
             unasked = streams is not None and streams.unasked()
-            cutter = _Events(max_values, limit, server, notifications, not unasked, strays if unasked else None, strays)
+            asked = posted_id(response.request) if not unasked and response.request.method == "POST" else None
+            cutter = _Events(
+                max_values, limit, server, notifications, not unasked, strays if unasked else None, strays, asked
+            )
             response.stream = _CountedEvents(stream, cutter, budget)
         else:
             response.stream = _Counted(stream, max_values, server, strays)

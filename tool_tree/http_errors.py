@@ -20,9 +20,9 @@ timed out: nothing was sent) fails alone, with an error saying so (`unreached`):
 over it, failing every request in flight as "Connection closed", as if the server had died during them.
 (Why, and what to check: `tool_tree.unreachable`.)
 
-A JSON reply is the answer to the request it replies to: one whose id is another is given that request's id, or fails it
-when it is a result (`_answering`). A JSON-RPC batch (an array) is read as its one answer of that id; one with none, or
-several, fails it saying what it held (`_batch_answer`).
+A JSON reply, and an answer on the event stream of a request's POST, is the answer to that request: one whose id is
+another is given that request's id, or fails it when it is a result (`answering`). A JSON-RPC batch (an array) is read
+as its one answer of that id; one with none, or several, fails it saying what it held (`_batch_answer`).
 
 An error status is marked with the setting it is about (`setting_of`: ``headers`` for a 401 or 403, else ``url``), so
 that each surface names it with its configuration file.
@@ -190,7 +190,7 @@ class ReachingClient(httpx2.AsyncClient):
             if request.method == "DELETE":  # a server gone at close: its session went with it, or cannot be ended
                 logger.debug("session of %s not ended: %s", host(self.url), reason(e))
                 return httpx2.Response(204, request=request)
-            if not self.open or request.method != "POST" or (request_id := _request_id(request)) is None:
+            if not self.open or request.method != "POST" or (request_id := posted_id(request)) is None:
                 raise
             self.unreached = reason(e)
             said = f"could not reach the server at its URL ({host(self.url)}: {self.unreached})"
@@ -211,7 +211,7 @@ class Answers:
     async def hook(self, response: httpx2.Response) -> None:
         if not self.open or response.request.method != "POST":
             return
-        request_id = _request_id(response.request)
+        request_id = posted_id(response.request)
         if request_id is None:  # a notification or an answer: the SDK reports nothing for it
             return
         kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
@@ -285,7 +285,7 @@ def _words(message: Any, body: bytes, kind: str) -> str:
     return line if len(line) <= WORDS else line[: WORDS - 1] + "…"
 
 
-def _request_id(request: httpx2.Request) -> Any:
+def posted_id(request: httpx2.Request) -> Any:
     """The id of the JSON-RPC request a POST carries (None: not a request, or not read)."""
     try:
         message = json.loads(request.content)
@@ -356,7 +356,7 @@ def _id_number(found: Any) -> Any:
 class _Answer(httpx2.AsyncByteStream):
     """A JSON reply to the request ``request_id``, held whole (as `tool_tree.http_client.bounding` holds it) and given
     on as it came when it answers that request; one with nothing in it but blanks as ``empty``; one answering another
-    id as `_answering` makes it."""
+    id as `answering` makes it."""
 
     def __init__(self, stream: httpx2.AsyncByteStream, request_id: Any, empty: bytes) -> None:
         self._stream, self._id, self._empty = stream, request_id, empty
@@ -365,7 +365,7 @@ class _Answer(httpx2.AsyncByteStream):
         chunks = [chunk async for chunk in self._stream]
         if not any(chunk.strip() for chunk in chunks):
             yield self._empty
-        elif (answer := _answering(chunks, self._id)) is not None:
+        elif (answer := answering(chunks, self._id)) is not None:
             yield answer
         else:
             for chunk in chunks:
@@ -379,12 +379,14 @@ _LOOKED_AT = 512
 """Bytes of a reply `tool_tree.unparsed.peek` looks at."""
 
 
-def _answering(chunks: list[bytes], request_id: Any) -> bytes | None:
-    """A JSON reply that answers another id than the request's it is the reply to, given on as the request's answer
-    (None: as it came). The SDK correlates a JSON reply by its id, as an event's, but gives an event the request's id:
-    a JSON answer whose id was another (``null``, the error of a request the server could not read; ``7.0``, the
-    number 7 in JSON) was dropped as an answer to no request, its request waiting out its timeout. An error, and an
-    answer of the request's id written otherwise, are given the request's id; a result of another id fails the request.
+def answering(chunks: list[bytes], request_id: Any) -> bytes | None:
+    """A JSON reply (or the data of an event on the stream of a request's POST: `tool_tree.http_client`) that answers
+    another id than the request's it is the reply to, given on as the request's answer (None: as it came). The SDK
+    correlates a JSON reply by its id, but gives an event the request's id: a JSON answer whose id was another
+    (``null``, the error of a request the server could not read; ``7.0``, the number 7 in JSON) was dropped as an
+    answer to no request, its request waiting out its timeout, and an event's result of another request was taken as
+    its answer. An error, and an answer of the request's id written otherwise, are given the request's id; a result of
+    another id fails the request.
     """
     head = bytearray()
     for chunk in chunks:

@@ -543,15 +543,18 @@ async def test_an_answer_in_a_json_rpc_batch_is_read(
         ),
     ],
 )
-async def test_a_json_reply_answering_another_id_is_taken_as_the_answer_to_its_request(
-    http_server: tuple[ServerConfig, type[Replies]], spoilt: str, said: str
+@pytest.mark.parametrize("form", ["json", "sse"])
+async def test_a_reply_answering_another_id_is_taken_as_the_answer_to_its_request(
+    http_server: tuple[ServerConfig, type[Replies]], spoilt: str, said: str, form: str
 ) -> None:
-    # Before: the SDK correlates a JSON reply by its id (an event's answer is given its request's id), so a reply of
-    # id 7.0, null or another was dropped as an answer to no request, and the call waited out its whole timeout.
+    # Before: the SDK correlates a JSON reply by its id, so a reply of id 7.0, null or another was dropped as an
+    # answer to no request, and the call waited out its whole timeout. It gives an event's answer its request's id:
+    # there, the result of id 4242 was taken as the call's, and id 7.0 failed it as "JSON that is not a JSON-RPC
+    # message".
     config, _ = http_server
     async with ServerPool([config]) as pool:
         with anyio.fail_after(20):
-            result = await pool.call("big", "flood", {"values": 2, "form": "json", "spoilt": spoilt})
+            result = await pool.call("big", "flood", {"values": 2, "form": form, "spoilt": spoilt})
         if said:
             assert result.get("isError") and text(result) == said
         else:
@@ -560,23 +563,25 @@ async def test_a_json_reply_answering_another_id_is_taken_as_the_answer_to_its_r
 
 
 @pytest.mark.parametrize(
-    ("spoilt", "held"),
+    ("spoilt", "held", "form"),
     [
-        ("empty_batch", "an empty JSON-RPC batch (an array of no message)"),
-        ("notes_batch", "a JSON-RPC batch of 1 message, not its answer"),
-        ("two_answers", "a JSON-RPC batch holding 2 answers to it"),
-        ("beside_other", ""),
+        ("empty_batch", "an empty JSON-RPC batch (an array of no message)", "json"),
+        ("notes_batch", "a JSON-RPC batch of 1 message, not its answer", "json"),
+        ("two_answers", "a JSON-RPC batch holding 2 answers to it", "json"),
+        ("beside_other", "", "json"),
+        ("beside_other", "", "sse"),
     ],
 )
-async def test_a_json_reply_that_is_a_batch_is_read_as_its_one_answer_or_fails_saying_what_it_held(
-    http_server: tuple[ServerConfig, type[Replies]], spoilt: str, held: str
+async def test_a_reply_that_is_a_batch_is_read_as_its_one_answer_or_fails_saying_what_it_held(
+    http_server: tuple[ServerConfig, type[Replies]], spoilt: str, held: str, form: str
 ) -> None:
-    # Before: each failed as "server 'big' answered with JSON that is not a JSON-RPC message" (the one holding its
-    # answer beside the answer to another request too).
+    # Before: each JSON reply failed as "server 'big' answered with JSON that is not a JSON-RPC message" (the one
+    # holding its answer beside the answer to another request too); in an event, the answer to the other request was
+    # taken as the call's (the SDK gives an event's answer its request's id).
     config, _ = http_server
     async with ServerPool([config]) as pool:
         with anyio.fail_after(20):
-            result = await pool.call("big", "flood", {"values": 2, "form": "json", "spoilt": spoilt})
+            result = await pool.call("big", "flood", {"values": 2, "form": form, "spoilt": spoilt})
         if held:
             assert result.get("isError") and text(result) == (
                 f"server error -32603: the server answered the request with {held}; it was not used, and the request "
