@@ -226,7 +226,8 @@ async def connect(
             # given up) is no reason to advise a longer timeout or another protocol (before: said at every stop).
             timed_out = anyio.current_time() - opening >= server.timeout * 0.9
             if listing.probe_unanswered and timed_out:
-                logger.warning("%s", probe_unanswered(server, waited=False))
+                noise = stderr is not None and stderr.noise_count > 0
+                logger.warning("%s", probe_unanswered(server, waited=False, noise=noise))
             raise
         opened.append(client)
         # A question of the server (sampling, …) goes to the asker of its call, or is refused in tooltree's words.

@@ -256,11 +256,19 @@ def checked(
     return _CheckedRead(read, check), _CheckedWrite(write, check)
 
 
-def probe_unanswered(server: ServerConfig, *, waited: bool) -> str:
+def probe_unanswered(server: ServerConfig, *, waited: bool, noise: bool = False) -> str:
     """What to say of a server that left the protocol probe unanswered (`PROBE`): ``waited``
     out (the session then opened the older way: it answers what it knows, not this), or not (its start was stopped
-    meanwhile: an older server, or one slow to start, which only a longer ``timeout`` helps)."""
+    meanwhile: an older server, or one slow to start, which only a longer ``timeout`` helps). ``noise``: it wrote to
+    stdout lines that are not JSON-RPC (a program that is no MCP server, or one logging there), said first (before:
+    the advice pointed at its timeout and `protocol: legacy` alone, of a command that printed a banner and waited)."""
     name, entry, timeout = quoted_name(server.name), setting_named(server, ""), setting_named(server, "timeout")
+    if noise and not waited:
+        return (
+            f"server {name} had not answered `{PROBE}` (the protocol's first question) when its start was stopped, "
+            "and wrote to stdout lines that are not JSON-RPC: check that the command starts an MCP server over stdio "
+            f"that logs to stderr; if it does, raise its timeout ({timeout}) or try `protocol: legacy` ({entry})"
+        )
     if waited:
         return (
             f"server {name} did not answer `{PROBE}` (the protocol's first question) and was asked the older way "

@@ -81,7 +81,9 @@ def test_a_failed_starts_tail_names_the_errors_of_id_null_redacted() -> None:
     assert "-32600" in tail and "s3cr3t" not in tail
 
 
-async def test_a_start_timing_out_after_stdout_lines_that_are_not_json_rpc_quotes_the_first(tmp_path: Path) -> None:
+async def test_a_start_timing_out_after_stdout_lines_that_are_not_json_rpc_quotes_the_first(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     # A program that is no MCP server (or one writing a banner where its messages go) and stays running. Before: the
     # error said "timed out after 2 s while starting (…)" alone, the lines shown under the heading of its stderr.
     server = replace(raw(tmp_path, behavior="garbage"), timeout=2)
@@ -94,3 +96,10 @@ async def test_a_start_timing_out_after_stdout_lines_that_are_not_json_rpc_quote
         reason
     )
     assert reason.endswith("(logs belong on stderr); is the command an MCP server?")
+    # The warning of its unanswered protocol probe says the likely cause first (before: its timeout and `protocol:
+    # legacy` alone, of a program that printed a banner and waited).
+    assert (
+        "server 'raw' had not answered `server/discover` (the protocol's first question) when its start was stopped, "
+        "and wrote to stdout lines that are not JSON-RPC: check that the command starts an MCP server over stdio that "
+        "logs to stderr; if it does, raise its timeout (servers.raw.timeout) or try `protocol: legacy` (servers.raw)"
+    ) in caplog.messages
