@@ -205,6 +205,22 @@ def _loader() -> type:
 
     class Loader(TabsAsSpaces, yaml.SafeLoader):
         depth = nodes = 0
+        odd_breaks = False  # the text holds one of `_ODD_BREAKS` (set by `compose`)
+
+        def forward(self, length: int = 1) -> None:
+            """PyYAML's, but NEL, U+2028 and U+2029 do not start a line of the marks (YAML 1.1 reads them as line
+            breaks, editors do not: before, an error after a description holding one named a line past the one an
+            editor shows); the file is read as before. The text is read whole (`compose` gives a str), so each
+            character is at hand."""
+            buffer: str = self.buffer
+            if not self.odd_breaks or not _ODD_BREAKS.search(buffer, self.pointer, self.pointer + length):
+                super().forward(length)
+                return
+            for _ in range(length):
+                odd = buffer[self.pointer] in "\x85\u2028\u2029"
+                super().forward(1)
+                if odd:  # its column stays 0: the scanner reads indentation from it, as YAML does
+                    self.line -= 1
 
         def compose_node(self, parent: Any, index: Any) -> Any:
             self.depth += 1
@@ -223,6 +239,10 @@ def _loader() -> type:
             return int(event.start_mark.line) + 1
 
     return Loader
+
+
+_ODD_BREAKS = re.compile("[\x85\u2028\u2029]")
+"""What YAML 1.1 reads as a line break and an editor does not (`_loader`'s ``forward``)."""
 
 
 def too_deep() -> str:
@@ -251,6 +271,7 @@ def compose(text: str, source: str, *, line: int = 1, column: int = 0, depth: in
         raise ConfigError(problem, file=source, line=at) from None
     # PyYAML's reader counts its marks from these (0-based); nothing has been read yet.
     loader.line, loader.column, loader.depth = line - 1, column, depth
+    loader.odd_breaks = _ODD_BREAKS.search(text) is not None
     try:
         node = loader.get_single_node()
         if loader.yaml_version not in (None, (1, 1)):  # before: read by 1.1's rules all the same

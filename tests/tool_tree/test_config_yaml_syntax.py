@@ -135,3 +135,24 @@ def test_a_tab_after_a_block_scalars_header_says_what_to_write(tmp_path: Path, h
     error = error_of(tmp_path, f"servers:\n  a:\n    command: x\n    description: {header}\t\n      hello\n")
     assert error.line == 4
     assert error.message.endswith("(tooltree reads no tab after a block scalar's | or >: write a space, or nothing)")
+
+
+@pytest.mark.parametrize("odd", ["\u2028", "\u2029", "\x85"])
+@pytest.mark.parametrize("quoted", [True, False])
+def test_a_line_after_a_unicode_line_separator_is_named_as_an_editor_counts_it(
+    tmp_path: Path, odd: str, quoted: bool
+) -> None:
+    # Before: YAML 1.1 reads NEL, U+2028 and U+2029 as line breaks, editors do not, and each error after a description
+    # holding one named a line past the one an editor shows (line 5 of a file of 4).
+    value = f'"x{odd}y"' if quoted else f"x{odd}y"
+    error = error_of(tmp_path, f"servers:\n  a:\n    description: {value}\n    comand: x\n")
+    if quoted:
+        assert (error.line, error.key) == (4, "servers.a.comand")
+    else:  # YAML reads `y` as a key on a line of its own (the file is read as before): where it is, line 3
+        assert (error.line, error.message) == (
+            3,
+            "invalid YAML: while scanning a simple key: could not find expected ':' (at line 4)",
+        )
+    path = tmp_path / "tooltree.yaml"
+    path.write_text(f'servers:\n  a:\n    description: "x{odd}y"\n    command: x\n', encoding="utf-8")
+    assert load_config(path).servers[0].description == ("x y" if odd == "\x85" else f"x{odd}y")  # as before
