@@ -42,7 +42,8 @@ itself non-dumpable (so its ``/proc`` entries are closed to the sandbox user), c
 signalled from inside the container, and reaps orphaned processes the way an init does.
 
 (Over 400 lines: one class, the container's init process, whose handlers share one state — the
-worker, the running execution, the relayed calls; the parts that stand on their own are the
+worker, the running execution, the relayed calls; what passes between it and its worker, and its workers' start
+and kill, are its bases in the modules relay and spawning; the parts that stand on their own are the
 modules beside it: wire, capture, stream, outputs, files, fswalk, transfer, processes, limits, populate.)
 """
 
@@ -50,11 +51,8 @@ from __future__ import annotations
 
 import base64
 import binascii
-import contextlib
 import functools
 import os
-import re
-import selectors
 import signal
 import sys
 import threading
@@ -67,36 +65,28 @@ from .clock import Clock
 from .files import FileOpError, Workspace
 from .limits import (
     MAX_ERROR_CHARS,
-    MAX_IMAGE_BYTES,
-    MAX_IMAGES,
-    MAX_IMAGES_TOTAL_BYTES,
     MAX_LIST_ENTRIES,
     MAX_OUTPUT_CHARS,
     MAX_READ_BYTES,
     MAX_TRACEBACK_CHARS,
     WHERE_WAIT,
-    base64_size,
     cut_middle,
     say_where_whole,
 )
 from .namespaces import report as namespaces_report
 from .options import parse_options
 from .outputs import OutputFolder, output_budget
-from .processes import CHANNEL_CLOSED, Execution, Worker, killed_by, oom_kill_count
+from .processes import Execution, Worker, oom_kill_count
+from .relay import _WorkerRelay
 from .seccomp_probe import probe as seccomp_probe
+from .spawning import _Spawning
 from .tree_state import tree_complete
-from .wire import FrameDecoder, FrameReader, FrameTooLarge, FrameWriter, WireError
+from .wire import FrameReader, FrameTooLarge, FrameWriter, WireError
 
 OUTPUT_DIR = ".tooltree/outputs"
 PR_GET_DUMPABLE = 3
 PR_SET_DUMPABLE = 4
 PR_GET_NO_NEW_PRIVS = 39
-_REPLY_HEAD = re.compile(rb'\{"id":"(c[0-9]{1,19})",')
-"""The start of the host's answer to a tool call or search, as the host encodes it: the rest of the
-frame (``"result":…}`` or ``"error":…}``) is handed to the worker as it came, never parsed here."""
-DRAIN_BEFORE_CALL = 1 << 20
-"""The most bytes of each stream read at a tool call, to be sent before it (a script's other thread may print on)."""
-REAP_INTERVAL = 1.0
 CANCEL_GRACE = 3.0
 """Seconds a cancelled execution has to end after its KeyboardInterrupt before the worker is killed."""
 INTERRUPT_AGAIN = 0.25
@@ -106,16 +96,7 @@ killed; the next one wakes it. The worker raises KeyboardInterrupt once per cell
 short the script's own clean-up."""
 
 
-SPAWN_WAIT = 5.0
-"""Seconds a worker's start waits for room under the sandbox's pids limit (or ``nproc`` ulimit, which counts the
-supervisor's threads too): the processes a kill just ended still hold their places for a moment."""
-SWEEP_WAIT = 5.0
-"""Seconds a kill of every process of the sandbox user waits for them to be gone and collected. Each holds its place
-under the sandbox's process limit until then: an orphan's zombie until this init reaps it (the reaper's round comes
-up to `REAP_INTERVAL` later), and under gVisor the killed processes end one after another over half a second."""
-
-
-class Supervisor:
+class Supervisor(_WorkerRelay, _Spawning):
     def __init__(self, *, workspace: str, tree: str | None, kill_all: bool, channel_in: int, channel_out: int):
         self.workspace = Workspace(workspace)
         self.tree = tree
@@ -228,34 +209,6 @@ class Supervisor:
                 self.worker.kill()
         return 0
 
-    def reap_orphans(self) -> None:
-        """As init: collect the exit status of orphaned processes (never of a worker), every `REAP_INTERVAL` s."""
-        while True:
-            time.sleep(REAP_INTERVAL)
-            self.reap_zombies()
-
-    def reap_zombies(self) -> int:
-        """Collect the exit status of this process's zombie children but the workers; how many other processes are
-        left (running, dying, or zombies of another parent)."""
-        with self.lock:
-            keep = set(self.unreaped)
-        left = 0
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit() or int(entry) in keep or int(entry) == os.getpid():
-                continue
-            try:
-                with open(f"/proc/{entry}/stat", encoding="utf-8", errors="replace") as f:
-                    stat = f.read()
-            except OSError:
-                continue
-            fields = stat[stat.rfind(")") + 2 :].split()
-            if len(fields) > 1 and fields[0] == "Z" and fields[1] == str(os.getpid()):
-                with contextlib.suppress(ChildProcessError):  # the reaper thread was first
-                    os.waitpid(int(entry), os.WNOHANG)
-            else:
-                left += 1
-        return left
-
     def status(self) -> dict[str, Any]:
         info: dict[str, Any] = {
             "uid": os.getuid(),
@@ -349,88 +302,6 @@ class Supervisor:
 
     # ---- workers ----------------------------------------------------------------------------
 
-    def spawn_worker(self) -> None:
-        """Start a worker and its pump thread; when none can start, set ``broken`` (never raises).
-
-        Under the sandbox's pids limit a script may hold every place: a fork or a thread start then fails
-        (EAGAIN) until the processes a kill ended are gone, so it is tried again, reaping orphans between, for
-        `SPAWN_WAIT` seconds; then, in a container, after a kill of every process of the sandbox user (the
-        interpreter state is lost anyway), once more.
-        """
-        swept = False
-        deadline = time.monotonic() + SPAWN_WAIT
-        pause = 0.002
-        while True:
-            try:
-                self._spawn_worker_once()
-                return
-            except (OSError, RuntimeError) as e:  # a fork or a thread refused
-                problem = e
-            self.reap_zombies()
-            if time.monotonic() >= deadline:
-                if swept or not self.kill_all:
-                    break
-                swept = True
-                deadline = time.monotonic() + SPAWN_WAIT
-                with self.sweeping:
-                    self._sweep()
-            time.sleep(pause)
-            pause = min(pause * 2, 0.1)
-        self.break_session(f"the Python worker cannot start: {problem} (the sandbox's processes fill its pids limit)")
-
-    def break_session(self, why: str) -> None:
-        with self.lock:
-            self.broken = why
-            self.replaced.notify_all()
-
-    def _spawn_worker_once(self) -> None:
-        # The old worker's death (``pump`` → ``on_worker_exit`` → ``finish``) can respawn while the
-        # thread that killed it has yet to send kill(-1): that signal would kill the new worker
-        # before it is ready ("failed to start", and a broken session). Wait for the sweep to end.
-        with self.sweeping, self.lock:
-            self.spawn_oom_kills = oom_kill_count()
-            worker = Worker(self.generation + 1, self.worker_argv, self.workspace.root, self.worker_env)
-            self.unreaped.add(worker.proc.pid)
-            try:  # under the lock: the pump finds ``self.worker`` set
-                threading.Thread(
-                    target=self.pump, args=(worker,), name=f"worker-{worker.generation}", daemon=True
-                ).start()
-            except RuntimeError:
-                worker.abandon()
-                self.unreaped.discard(worker.proc.pid)
-                raise
-            self.generation = worker.generation
-            self.worker = worker
-            self.replaced.notify_all()
-
-    def kill_everything(self, worker: Worker) -> None:
-        """Kill the worker and, in a container, every other process of the sandbox user; return once they are gone.
-
-        As pid 1 in the container, kill(-1) reaches every process of the sandbox user, including any that left the
-        worker's session. Before, the reset (or the timeout's result) came back while the killed processes still held
-        their places under the process limit, as zombies for up to `REAP_INTERVAL`: 81 of 128 under gVisor, and the
-        next script's forks failed with EAGAIN. So the sweep reaps them at once and waits (`SWEEP_WAIT` at most) until
-        none is left but the workers (whose status their pump collects), killing again what came to life meanwhile (a
-        fork that raced the first kill). No worker starts until then (``sweeping``).
-        """
-        with self.sweeping:
-            worker.kill()
-            if self.kill_all:
-                self._sweep()
-
-    def _sweep(self) -> None:
-        """kill(-1) and reap until no process of the sandbox user is left but the workers (`SWEEP_WAIT` at most);
-        the caller holds ``sweeping``."""
-        deadline = time.monotonic() + SWEEP_WAIT
-        pause = 0.001
-        while True:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(-1, signal.SIGKILL)
-            if not self.reap_zombies() or time.monotonic() >= deadline:
-                return
-            time.sleep(pause)
-            pause = min(pause * 2, 0.05)
-
     def reset(self, wipe_workspace: bool) -> None:
         with self.lock:
             if self.current is not None:
@@ -448,297 +319,6 @@ class Supervisor:
             raise ValueError(self.broken)
         assert self.worker is not None
         self.worker.ready.wait(60)
-
-    def pump(self, worker: Worker) -> None:
-        """Move everything the worker writes: control frames to handlers, output to the capture."""
-        sel = selectors.DefaultSelector()
-        for fd in (worker.ctl_read_fd, worker.out_fd, worker.err_fd):
-            sel.register(fd, selectors.EVENT_READ)
-        decoder = FrameDecoder()
-        ctl_open = True
-        while ctl_open:
-            for key, _ in sel.select(self.stream_due(worker)):
-                fd = key.fd
-                if fd == worker.ctl_read_fd:
-                    data = self.read_nonblocking(fd)
-                    if data is None:  # it exited, or its script closed the pipe and runs on (before: "SIGKILL: out
-                        # of memory?", the kill below taken for the kernel's)
-                        worker.channel_closed = worker.channel_closed or worker.lives_on()
-                        ctl_open = False
-                        break
-                    if not self.handle_control_bytes(worker, decoder, data):
-                        ctl_open = False
-                        break
-                elif self.read_output(worker, fd) is None:
-                    sel.unregister(fd)
-            self.stream_output(worker)
-        sel.close()
-        worker.kill()
-        returncode = worker.proc.wait()
-        with self.lock:
-            self.unreaped.discard(worker.proc.pid)
-            worker.exited = True
-        self.drain_output(worker)
-        os.close(worker.ctl_read_fd)
-        for stream in (worker.proc.stdout, worker.proc.stderr):
-            if stream is not None:
-                stream.close()
-        worker.close_control()
-        self.on_worker_exit(worker, returncode)
-
-    @staticmethod
-    def read_nonblocking(fd: int) -> bytes | None:
-        try:
-            data = os.read(fd, 1 << 16)
-        except BlockingIOError:
-            return b""
-        return data or None
-
-    def read_output(self, worker: Worker, fd: int) -> bytes | None:
-        data = self.read_nonblocking(fd)
-        if data:
-            with self.lock:
-                ex = self.current if self.worker is worker else None
-                if ex is not None and not ex.finished:
-                    (ex.stdout if fd == worker.out_fd else ex.stderr).feed(data)
-                elif fd == worker.err_fd:
-                    # Between executions (e.g. a worker failing to start): keep it as a diagnostic.
-                    sys.stderr.write(data[:4096].decode("utf-8", errors="replace"))
-        return data
-
-    def _streaming(self, worker: Worker) -> Execution | None:
-        ex = self.current if self.worker is worker else None
-        return ex if ex is not None and not ex.finished else None
-
-    def stream_due(self, worker: Worker) -> float | None:
-        """Seconds until the running execution's output is due to go to the host (`stream`); None: nothing waits."""
-        with self.lock:
-            ex = self._streaming(worker)
-            return None if ex is None else ex.streamer.due_in(ex.captures(), time.monotonic())
-
-    def stream_output(self, worker: Worker, *, now: bool = False) -> None:
-        """Send the host what the running execution printed since the last send, when it is due (`stream`), or
-        (``now``) its head at once."""
-        with self.output_lock:  # never after the execution's result: `finish` replies under it
-            with self.lock:
-                ex = self._streaming(worker)
-                params = None if ex is None else ex.streamer.take(ex.captures(), now=now)
-            if params is not None:
-                self.send({"method": "output", "params": params})
-
-    def drain_output(self, worker: Worker, limit: float = float("inf")) -> None:
-        """Read what the worker's streams hold now (at most ``limit`` bytes of each: it may print on meanwhile)."""
-        for fd in (worker.out_fd, worker.err_fd):
-            taken = 0
-            while taken < limit:
-                try:
-                    data = self.read_output(worker, fd)
-                except OSError:
-                    break
-                if not data:
-                    break
-                taken += len(data)
-
-    def handle_control_bytes(self, worker: Worker, decoder: FrameDecoder, data: bytes) -> bool:
-        """Handle every frame ``data`` completes; False when the worker broke the protocol (also a field of the wrong
-        type: before, a call's id ``"abc"`` raised in this thread, the execution never ended, and the host destroyed
-        the sandbox 35 s later, its workspace unsaved)."""
-        try:
-            for message in decoder.feed(data):
-                self.handle_worker_message(worker, message)
-        except WireError as e:
-            print(f"supervisor: bad frame from the worker: {e}", file=sys.stderr)
-            worker.bad_frame = str(e)[:500]
-            return False
-        return True
-
-    def handle_worker_message(self, worker: Worker, message: dict[str, Any]) -> None:
-        kind = message.get("type")
-        if kind == "ready":
-            worker.ready.set()
-        elif kind == "channel_closed":  # its way in: it ends (before: "exited with status 0", said of the next script)
-            worker.channel_closed = True
-        elif kind == "call":
-            if not isinstance(worker_call_id := message.get("id"), int) or isinstance(worker_call_id, bool):
-                raise WireError(f"a call's id must be an integer, not {type(worker_call_id).__name__}")
-            # What the script printed before the call goes to the host before it: a sandbox that dies during the
-            # call (or once its answer came) has sent it (`stream`).
-            self.drain_output(worker, DRAIN_BEFORE_CALL)
-            self.stream_output(worker, now=True)
-            with self.lock:
-                ex = self.current if self.worker is worker else None
-                self.call_seq += 1
-                host_call_id = f"c{self.call_seq}"
-                if ex is not None:
-                    self.pending_calls[host_call_id] = (worker.generation, worker_call_id)
-            if ex is None:
-                self.to_worker(
-                    worker,
-                    {
-                        "type": "reply",
-                        "id": worker_call_id,
-                        "error": {"code": "no_execution", "message": "no execution is running"},
-                    },
-                )
-                return
-            params = message.get("params") if isinstance(message.get("params"), dict) else {}
-            try:
-                self.send({"id": host_call_id, "method": str(message.get("method")), "params": params})
-            except FrameTooLarge as e:
-                self.relay_reply({"id": host_call_id, "error": {"code": "too_large", "message": f"the call: {e}"}})
-            except (ValueError, TypeError):
-                reason = "the call cannot be sent as JSON"
-                self.relay_reply({"id": host_call_id, "error": {"code": "invalid_arguments", "message": reason}})
-        elif kind == "image":
-            with self.lock:
-                ex = self.current if self.worker is worker else None
-                data = message.get("data")
-                if (
-                    ex is not None
-                    and len(ex.images) < MAX_IMAGES
-                    and isinstance(data, str)
-                    and len(data) <= base64_size(MAX_IMAGE_BYTES)
-                    and ex.image_chars + len(data) <= base64_size(MAX_IMAGES_TOTAL_BYTES)
-                ):
-                    ex.image_chars += len(data)
-                    ex.images.append({"mime": str(message.get("mime"))[:40], "data": data})
-        elif kind == "where":  # the answer to `Worker.ask_where`
-            with self.lock:
-                ex = self.current if self.worker is worker else None
-                where = message.get("traceback")
-                if ex is not None and ex.exec_id == message.get("exec") and isinstance(where, str):
-                    ex.where = where
-                    ex.where_said.set()
-        elif kind == "traceback_part":  # the whole of a long traceback, before its "done"
-            with self.lock:
-                ex = self.current if self.worker is worker else None
-                text = message.get("text")
-                if ex is not None and ex.exec_id == message.get("exec") and isinstance(text, str):
-                    if ex.traceback is None:
-                        ex.traceback = self._capture(f"{ex.exec_id}-{self.output_tag}-traceback.txt")
-                    ex.traceback.feed(text.encode("utf-8", "backslashreplace"))
-                    ex.traceback_cut = ex.traceback_cut or message.get("cut") is True
-        elif kind == "done":
-            with self.lock:
-                ex = self.current if self.worker is worker else None
-                if ex is None or ex.exec_id != message.get("exec"):
-                    return
-            self.drain_output(worker)  # what the cell printed before it ended is in the pipes by now
-            self.finish(
-                ex,
-                {
-                    "exit_status": message.get("exit_status"),
-                    "error": message.get("error"),
-                    "traceback": message.get("traceback"),
-                    "timed_out": False,
-                    "state_reset": False,
-                },
-            )
-
-    @staticmethod
-    def to_worker(worker: Worker, message: dict[str, Any]) -> bool:
-        """Send a control message to the worker; False when it does not fit in a frame."""
-        try:
-            worker.send(message)
-        except FrameTooLarge:
-            return False
-        return True
-
-    def relay_encoded_reply(self, body: bytearray) -> bool:
-        """Hand the host's answer to a call on to the worker without parsing it; False when ``body`` is not one."""
-        head = _REPLY_HEAD.match(body)
-        if head is None:
-            return False
-        with self.lock:
-            target = self.pending_calls.pop(head.group(1).decode("ascii"), None)
-            worker = self.worker
-        if target is None or worker is None or worker.generation != target[0]:
-            return True  # a call of a worker that is gone: nobody waits for it
-        if not worker.send_body(b'{"type":"reply","id":%d,' % target[1] + body[head.end() :]):
-            error = {"code": "too_large", "message": "the answer is too large to hand to the script"}
-            self.to_worker(worker, {"type": "reply", "id": target[1], "error": error})
-        return True
-
-    def relay_reply(self, message: dict[str, Any]) -> None:
-        with self.lock:
-            target = self.pending_calls.pop(str(message.get("id")), None)
-            worker = self.worker
-        if target is None or worker is None or worker.generation != target[0]:
-            return
-        reply: dict[str, Any] = {"type": "reply", "id": target[1]}
-        if "error" in message:
-            reply["error"] = message["error"]
-        else:
-            reply["result"] = message.get("result")
-        if not self.to_worker(worker, reply):
-            error = {"code": "too_large", "message": "the answer is too large to hand to the script"}
-            self.to_worker(worker, {"type": "reply", "id": target[1], "error": error})
-
-    def on_worker_exit(self, worker: Worker, returncode: int) -> None:
-        with self.lock:
-            ex = self.current
-            expected = worker.dead
-            self.pending_calls = {k: v for k, v in self.pending_calls.items() if v[0] != worker.generation}
-        if expected:
-            return  # a reset replaced it
-        if not worker.ready.is_set():
-            # It died before it could run anything: respawning would only loop. Killed for memory since it was
-            # started, it is said so (before: "exit status -9" alone, whatever the cause).
-            why = f"the Python worker failed to start (exit status {returncode})"
-            if returncode < 0 and oom_kill_count() > self.spawn_oom_kills:
-                why = (
-                    "the Python worker was killed as it started, out of memory: Python needs more than the sandbox's "
-                    "memory limit, sandbox.memory, leaves it (at least about 20m); raise sandbox.memory"
-                )
-            self.break_session(why)
-            worker.ready.set()
-            if ex is not None:
-                self.finish(
-                    ex,
-                    {
-                        "exit_status": returncode,
-                        "error": self.broken,
-                        "traceback": None,
-                        "timed_out": False,
-                        "state_reset": True,
-                    },
-                )
-            return
-        if ex is not None and not ex.finished:
-            if ex.timed_out:
-                error = f"timed out after {ex.timeout:g} s"
-            elif ex.cancelled:
-                error = "the interpreter did not stop when interrupted and was restarted"
-            elif worker.bad_frame is not None:
-                error = f"the interpreter sent its supervisor a bad frame ({worker.bad_frame}) and was restarted"
-            elif worker.channel_closed:
-                error = CHANNEL_CLOSED
-            elif returncode < 0 and oom_kill_count() > ex.oom_kills:
-                error = "memory limit exceeded: the interpreter was killed (variables and imports are gone)"
-            elif returncode < 0:
-                error = killed_by(-returncode)
-            else:
-                error = f"the Python process exited with status {returncode}"
-            # Where a timed-out script was (`on_timeout`), ending as a traceback does: with the error's line.
-            where = ex.where.rstrip("\n") + f"\nTimeoutError: {error}\n" if ex.timed_out and ex.where else None
-            self.finish(
-                ex,
-                {
-                    "exit_status": returncode,
-                    "error": error,
-                    "traceback": where,
-                    "timed_out": ex.timed_out,
-                    "state_reset": True,
-                },
-                respawn=True,
-            )
-        else:
-            with self.lock:  # before: the next script ran on a new interpreter, its variables gone unsaid
-                self.reset_unsaid = True
-                if worker.channel_closed:
-                    self.ended_unsaid = CHANNEL_CLOSED
-            self.link_tree()
-            self.spawn_worker()
 
     # ---- executions -------------------------------------------------------------------------
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from sandbox._supervisor import supervisor as supervisor_module
+from sandbox._supervisor import spawning
 from sandbox._supervisor.supervisor import Supervisor
 
 
@@ -38,7 +38,7 @@ def test_a_worker_is_not_spawned_between_the_kill_of_the_worker_and_the_kill_of_
     read_out, write_out = os.pipe()
     try:
         sup = Supervisor(workspace=str(tmp_path), tree=None, kill_all=True, channel_in=read_in, channel_out=write_out)
-        monkeypatch.setattr(supervisor_module, "Worker", FakeWorker)
+        monkeypatch.setattr(spawning, "Worker", FakeWorker)  # where `spawn_worker` reads it
         monkeypatch.setattr(sup, "pump", lambda worker: None)
         monkeypatch.setattr(sup, "reap_zombies", lambda: 0)  # the sweep's wait: nothing it killed is left
         events: list[str] = []
@@ -49,7 +49,7 @@ def test_a_worker_is_not_spawned_between_the_kill_of_the_worker_and_the_kill_of_
             assert pid == -1  # the sweep's kill of everything; nothing else may signal here
             events.append("kill(-1)")
 
-        monkeypatch.setattr(supervisor_module.os, "kill", fake_kill)
+        monkeypatch.setattr(spawning.os, "kill", fake_kill)
         sup.spawn_worker()
         old = sup.worker
         assert isinstance(old, FakeWorker)
