@@ -7,7 +7,8 @@ workspace holds at most `MAX_ENTRIES` entries and ``max_bytes`` counting `ENTRY_
 folder plus the data, so folders cost quota too. Whatever a save accepts, a restore accepts, and
 every message stays under `BATCH_BYTES` however many or long the paths are.
 
-Restore (host → container) reads the host directory in batches of ``workspace.put`` requests.
+Restore (host → container) is `sandbox.workspace_restore`'s; the folders a save works in beside its
+destination, and those it leaves there, are `sandbox.workspace_staging`'s.
 
 Save (container → host) receives ``workspace.entries`` notifications — hostile input — into a
 fresh staging directory next to the destination (inside it, in `WORK_FOLDER`, when it is a mount
@@ -42,33 +43,29 @@ held until known unchanged — share its bookkeeping, and its commit reads that 
 from __future__ import annotations
 
 import contextlib
-import functools
-import glob
 import hashlib
 import os
-import re
 import shutil
-import stat
 import tempfile
 import threading
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from sandbox._supervisor.fswalk import PathError, show, split_path
-from sandbox._supervisor.transfer import (
-    BATCH_BYTES,
-    ENTRY_BYTES,
-    MAX_ENTRIES,
-    TreeReader,
-    TreeWriter,
-    over_bytes,
-    read_item,
-)
+from sandbox._supervisor.transfer import BATCH_BYTES, ENTRY_BYTES, MAX_ENTRIES, TreeWriter, over_bytes, read_item
 from sandbox.errors import ProtocolError, WorkspaceError
-from sandbox.host_folders import alive, is_mount_point, lock_saves_into, open_folder, past_restore, remove_tree, shown
+from sandbox.host_folders import is_mount_point, lock_saves_into, open_folder, past_restore, remove_tree, shown
 from sandbox.workspace_inplace import AsideArea, Merge, merge
 from sandbox.workspace_merge import HOST_ONLY, HOST_ONLY_NAMES, HostEntry, RestoreRecord, entries_below
+from sandbox.workspace_restore import _RESERVED, LOCK_TIMEOUT, RESERVED, TMPFS_INODES, iter_restore_batches, restoring
+from sandbox.workspace_staging import (
+    _MADE_HERE,
+    WORK_FOLDER,
+    _remove_stale_staging,
+    flush_to_disk,
+    leftovers,
+    leftovers_note,
+)
 from sandbox.workspace_unstaged import UnstagedFolders
 
 __all__ = [
@@ -84,30 +81,6 @@ __all__ = [
     "restoring",
 ]
 
-LOCK_TIMEOUT = 120.0
-"""Seconds a save waits for another save into the same folder to end."""
-TMPFS_INODES = MAX_ENTRIES + 16
-"""The ``nr_inodes`` of the ``/workspace`` tmpfs: room to restore `MAX_ENTRIES` entries beside the root,
-the tree's link, ``skills/`` and an execution's output files. A script that fills them all holds a few
-more entries than a save accepts: that save fails, and says so."""
-
-WORK_FOLDER = ".tooltree-save"
-"""Where saves into a folder that is a mount point are received: inside it (a rename cannot cross a mount), at
-its top level; removed when a save leaves it empty. Never restored, never saved, never touched by a merge. Saves
-into a folder whose parent cannot take the staging folder (not writable by this user) are received there too."""
-
-LEFTOVERS_NAMED = 3
-"""How many leftover folders of earlier saves a note names (`leftovers_note`); it counts the rest."""
-_LEFTOVER = re.compile(r"(unmerged|old)-(?:([0-9]+)-)?[a-z0-9_]{8}")
-"""After ``.<name>.``: a folder a save kept (its saved copy, or host files it took out), the saving process's id
-(none in an older tooltree's names), then ``mkdtemp``'s suffix."""
-_MADE_HERE: set[str] = set()
-"""Such folders this process kept, still there: its own (another process of the same id, killed, left the others)."""
-
-RESERVED = {"servers": "the read-only tree of servers", WORK_FOLDER: "where saves are received"}
-"""Top-level names that are never workspace content, and what tooltree holds there."""
-_RESERVED = frozenset(name.encode() for name in RESERVED)
-
 
 def check_relative_path(path: Any) -> list[bytes]:
     """The parts of a workspace-relative wire path from the container.
@@ -119,53 +92,6 @@ def check_relative_path(path: Any) -> list[bytes]:
         return split_path(path)
     except PathError as e:
         raise WorkspaceError(str(e)) from None
-
-
-@contextlib.contextmanager
-def restoring(dest: Path) -> Iterator[None]:
-    """Hold, shared, the lock under which saves into ``dest`` are merged (`WorkspaceReceiver.commit`), so that a
-    restore reads the folder as one save left it. Before, a session starting while another process (an ``exec``, a
-    ``serve`` client) merged its save into the folder was restored with half of that save: some files new, others
-    still old, one moved aside for its replacement missing.
-
-    Raises:
-        WorkspaceError: a save into the folder held the lock for `LOCK_TIMEOUT` seconds.
-    """
-    try:
-        lock = lock_saves_into(Path(os.path.realpath(dest)), LOCK_TIMEOUT, shared=True)
-    except WorkspaceError as e:
-        e.busy = True
-        raise
-    try:
-        yield
-    finally:
-        os.close(lock)
-
-
-def iter_restore_batches(
-    root: Path, *, max_bytes: int, max_entries: int = MAX_ENTRIES
-) -> Iterator[tuple[str, dict[str, Any]]]:
-    """``(method, params)`` requests that recreate ``root``'s folders and regular files, each under `BATCH_BYTES`.
-
-    Links and special files are left out (never followed).
-
-    Raises:
-        WorkspaceError: the folder is over a cap, holds a path that cannot cross, or cannot be read
-            (the message says which, relative to ``root``).
-    """
-    reader = TreeReader(root, skip=_RESERVED, skip_any=HOST_ONLY_NAMES, max_bytes=max_bytes, max_entries=max_entries)
-    try:
-        # Over the caps by the files' sizes: refused before any file is read (before: a 10 GB sparse file was read
-        # and sent, 256 MB in about 4 s, until the sandbox's disk refused it).
-        reader.check_size()
-        for batch in reader.batches():
-            yield "workspace.put", {"entries": batch}
-    except PathError as e:
-        raise WorkspaceError(str(e)) from None
-    except OSError as e:
-        unreadable = WorkspaceError(f"cannot read {show(reader.where)}: {e.strerror}")
-        unreadable.unreadable = True  # what to do is not to make it smaller (`Sandbox` says what)
-        raise unreadable from None
 
 
 class WorkspaceReceiver:
@@ -581,65 +507,6 @@ def _left_out_top(parts: list[bytes]) -> bytes:
     return b"/".join(parts[: next(i for i, part in enumerate(parts) if part in HOST_ONLY_NAMES) + 1])
 
 
-def _remove_stale_staging(dest: Path, beside: Path) -> int:
-    """Remove the staging folders (in ``beside``) of saves into ``dest`` whose process is gone (killed mid-save):
-    how many."""
-    prefix, removed = f".{dest.name}.incoming-", 0
-    for stale in beside.glob(f"{glob.escape(prefix)}*"):
-        pid = stale.name[len(prefix) :].partition("-")[0]
-        if pid.isdigit() and not alive(int(pid)):
-            shutil.rmtree(stale, ignore_errors=True)
-            removed += 1
-    return removed
-
-
-def leftovers(dest: Path) -> list[tuple[Path, str]]:
-    """The folders saves into ``dest`` kept beside it (in its parent, or in its `WORK_FOLDER`) whose process is gone:
-    ``(path, kind)``, ``kind`` ``"unmerged"`` (the rest of a saved copy its merge never placed: killed, or failed) or
-    ``"old"`` (host entries its merge took out of the folder), sorted by path. A live process's (a save merging now,
-    or one whose failure it reported) are left out, and so are this process's own; a folder whose name carries no
-    process id (an older tooltree's) counts as gone. Nothing is moved or removed."""
-    dest = Path(os.path.realpath(dest))
-    prefix = f".{dest.name}."
-    found: list[tuple[Path, str]] = []
-    for beside in (dest.parent, dest / WORK_FOLDER):
-        try:
-            names = sorted(os.listdir(beside))
-        except OSError:  # no work folder, or a parent this user may not read
-            continue
-        for name in names:
-            match = _LEFTOVER.fullmatch(name[len(prefix) :]) if name.startswith(prefix) else None
-            path = beside / name
-            if match is None or str(path) in _MADE_HERE:
-                continue
-            pid = int(match[2]) if match[2] is not None else None
-            if pid is not None and pid != os.getpid() and alive(pid):
-                continue
-            with contextlib.suppress(OSError):
-                if stat.S_ISDIR(os.lstat(path).st_mode):
-                    found.append((path, match[1]))
-    return found
-
-
-def leftovers_note(dest: Path) -> str | None:
-    """A note naming the `leftovers` of saves into ``dest`` (at most `LEFTOVERS_NAMED`, then how many more) and what
-    to do with them; None when there are none.
-
-    Before: no save named them, so a user whose tooltree was killed while it merged never learned that files of the
-    script (or of theirs) were in hidden folders beside the workspace."""
-    found = leftovers(dest)
-    if not found:
-        return None
-    what = {"unmerged": "files of the script not merged in", "old": "files of the folder a save took out"}
-    named = "; ".join(f"{shown(os.fsencode(path))} ({what[kind]})" for path, kind in found[:LEFTOVERS_NAMED])
-    more = f"; and {len(found) - LEFTOVERS_NAMED} more" if len(found) > LEFTOVERS_NAMED else ""
-    return (
-        f"{len(found)} folder(s) kept by earlier saves into {shown(os.fsencode(dest))} that did not finish (their "
-        f"tooltree was killed while merging, or the merge failed) hold files no save puts back or removes: {named}"
-        f"{more}. Look inside each, move back into the folder what you want to keep, then delete it"
-    )
-
-
 def _names(rels: list[bytes]) -> str:
     return ", ".join(shown(rel) for rel in rels[:5]) + (", …" if len(rels) > 5 else "")
 
@@ -650,31 +517,3 @@ def _entries(rels: list[bytes]) -> str:
 
 def _entries_count(count: int) -> str:
     return f"{count} entr{'y' if count == 1 else 'ies'}"
-
-
-def flush_to_disk(folder: Path) -> None:
-    """Have the data written under ``folder`` reach the disk: Linux's ``syncfs`` of the file system holding it alone
-    (``os.sync`` flushes every file system of the host, and so waits for whatever else the host is writing), else
-    ``os.sync``."""
-    syncfs = _syncfs()
-    if syncfs is not None:
-        with contextlib.suppress(OSError):
-            fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-            try:
-                if syncfs(fd) == 0:
-                    return
-            finally:
-                os.close(fd)
-    os.sync()
-
-
-@functools.cache
-def _syncfs() -> Callable[[int], int] | None:
-    """The C library's ``syncfs`` (among the symbols the process has loaded), or None: not Linux, or not there."""
-    import ctypes
-
-    try:
-        found: Callable[[int], int] = ctypes.CDLL(None).syncfs
-    except (OSError, AttributeError):
-        return None
-    return found

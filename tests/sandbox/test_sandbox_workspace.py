@@ -635,7 +635,7 @@ def test_a_failed_merge_keeps_the_saved_copy_where_no_later_save_removes_it(
     with pytest.raises(WorkspaceError, match="the saved copy is in") as raised:
         save(dest, restored(dest), {"work.txt": b"the session's work"})
     kept = Path(str(raised.value).rpartition("the saved copy is in ")[2])
-    monkeypatch.setattr("sandbox.workspace.alive", lambda pid: False)  # as seen by a later process
+    monkeypatch.setattr("sandbox.workspace_staging.alive", lambda pid: False)  # as seen by a later process
     WorkspaceReceiver(dest, max_bytes=1000).discard()
     assert (kept / "work.txt").read_bytes() == b"the session's work"
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["ws", kept.name])

@@ -3,7 +3,7 @@
 Before: nothing was flushed, so a power loss (or a host crash) in the seconds after a save could leave the folder with
 the script's files empty (their data never reached the disk, the renames had) and the user's versions of them, set
 aside by the merge, removed. A power loss cannot be made in a test: the order of the flush and the moves is what
-is checked (`sandbox.workspace.flush_to_disk`, Linux's syncfs of the file system the staging folder is on, and
+is checked (`sandbox.workspace_staging.flush_to_disk`, Linux's syncfs of the file system the staging folder is on, and
 the merge's moves recorded; both still run)."""
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import pytest
 
 import sandbox.workspace as workspace
 import sandbox.workspace_inplace as inplace
+import sandbox.workspace_staging as staging
 from tests.sandbox.test_sandbox_workspace import restored, save, tree_of
 
 
@@ -57,8 +58,8 @@ def test_the_flush_is_of_the_folders_file_system_alone_where_linux_has_syncfs(
 ) -> None:
     # os.sync flushes every file system of the host: a save would wait for whatever else the host is writing.
     synced: list[bool] = []
-    monkeypatch.setattr(workspace.os, "sync", lambda: synced.append(True))
-    if workspace._syncfs() is None:
+    monkeypatch.setattr(staging.os, "sync", lambda: synced.append(True))
+    if staging._syncfs() is None:
         pytest.skip("this C library has no syncfs (not Linux)")
-    workspace.flush_to_disk(tmp_path)
+    staging.flush_to_disk(tmp_path)
     assert not synced
