@@ -392,6 +392,13 @@ class Runtime:
         current = self._sandbox
         return current if current is not None and current.ended is None else None
 
+    @property
+    def sandbox_ended(self) -> str | None:
+        """Why the sandbox this runtime started ended on its own (`Sandbox.ended`), until a use of `sandbox` replaces
+        it; None when none was started, one runs, or it was stopped (`stop_sandbox`, `close`). Never starts one."""
+        current = self._sandbox
+        return current.ended if current is not None else None
+
     def take_sandbox_note(self) -> str:
         """What the user of this runtime's sandbox should hear once: that it was replaced, and why ("" if not)."""
         with self._handover:

@@ -3,7 +3,8 @@ the tree it started with (`agent.serve.sessions`): that it does (`STALE_TREE`), 
 what the regeneration added failed or a call the bridge refused as the regeneration's (a tool it changed or removed:
 `sandbox.tool_changes.StaleSessionRefused`), that the next call renews the session on the regenerated tree, when
 serve saves the workspace into a folder (`RENEWING`, `RENEWING_CHANGED`, `RENEWING_PASSTHROUGH`; then `RENEWED`),
-else to reconnect the client (`STALE_IMPORT`).
+else to reconnect the client (`STALE_IMPORT`); and what the session that replaces one whose sandbox ended or was
+stopped meanwhile says (`FOLLOWED`).
 """
 
 from __future__ import annotations
@@ -66,3 +67,14 @@ RENEWED = (
 """The note of the session that renewed one (`RENEWING`). Before, it did not say that the instructions (given once,
 at the client's handshake) were of the tree before, and a model that called a tool as they showed it was refused on
 the regenerated tree's parameters."""
+FOLLOWED = (
+    "a new sandbox session on the regenerated tree: this session's sandbox {gone}, and its replacement runs the tree "
+    "as regenerated, which its tool calls are checked against; variables and imports are gone, {files}; the index and "
+    "signatures of the instructions this client got when it connected are of the tree before: read a tool's stub for "
+    "its parameters now"
+)
+"""The note of the session that replaces one opened before the tree was regenerated whose sandbox ended (``docker
+kill``, an engine restart) or was stopped when idle (`agent.serve.sessions.SessionRegistry.use`). Before, such a
+session started its next sandbox itself: the warm pool's, on the regenerated tree (its stubs: a tool's new parameters,
+the tools added), while its bridge checked calls against the manifest of the tree before, refusing a changed tool as
+changed since and an added one as not in the manifest, and telling the session it kept the tree it started with."""

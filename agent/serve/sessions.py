@@ -33,7 +33,7 @@ from agent.serve.client_session import QUEUED_EXECUTIONS as QUEUED_EXECUTIONS
 from agent.serve.client_session import RESTARTED as RESTARTED
 from agent.serve.client_session import ClientSession as ClientSession
 from agent.serve.client_session import heartbeat as heartbeat
-from agent.serve.renewal import RENEWED, STALE_TREE, STALE_TREE_RENEWED
+from agent.serve.renewal import FOLLOWED, RENEWED, STALE_TREE, STALE_TREE_RENEWED
 from agent.serve.upstream_subscriptions import carry
 
 if TYPE_CHECKING:
@@ -56,6 +56,8 @@ GONE_GRACE = 60.0
 """Seconds a client whose ``GET`` stream closed (and that sent nothing since) may take to come back before its
 sandbox session ends: a client that lost its connection reopens the stream within seconds."""
 _EXPIRED_KEPT = 1024
+_WHY_CHARS = 600
+"""Most characters of why a sandbox ended in the note of the session that replaces its session (`FOLLOWED`)."""
 
 
 class SessionLimitError(Exception):
@@ -117,8 +119,8 @@ class SessionRegistry:
     async def use(self, key: str) -> AsyncIterator[ClientSession]:
         """The session of ``key`` (created on first use), marked busy while in use so it does not expire.
 
-        A session replaced here after the tree was regenerated (renewed, or one without a sandbox yet:
-        `_on_refreshed_tree`) hands the resources its client follows to the new one before the call goes on
+        A session replaced here after the tree was regenerated (renewed, or one without a sandbox running:
+        `_follows_tree`) hands the resources its client follows to the new one before the call goes on
         (`agent.serve.upstream_subscriptions.carry`): before, they ended with its servers, unsaid.
 
         Raises:
@@ -135,13 +137,14 @@ class SessionRegistry:
             await self._close(session)  # its workspace saved, its sandbox and servers ended
             renewed, replaced = session.runtime.workspace, session
             session = self._sessions.get(key)  # another call of this client's may have made the new one meanwhile
-        if (
-            session is not None
-            and session.tree_generation != self.tree_generation
-            and session.busy == 0
-            and await self._on_refreshed_tree(key, session) is None
-        ):
+        followed = None
+        if session is not None and session.busy == 0 and self._follows_tree(session):
+            followed = self._followed(session)
+            del self._sessions[key]
+            await self._close(session)  # its servers ended (its sandbox had ended or been stopped)
             replaced, session = session, self._sessions.get(key)  # as above: perhaps made meanwhile
+        if session is not None and session.tree_generation != self.tree_generation and session.busy == 0:
+            self._keep_tree(session)
         if session is None:
             if len(self._sessions) >= self.max_sessions:
                 raise SessionLimitError(f"{self.max_sessions} client sessions are open (serve.max_sessions)")
@@ -150,6 +153,8 @@ class SessionRegistry:
             ended = self._expired.pop(key, None)
             if renewed is not None:
                 session.note = RENEWED.format(folder=renewed)
+            elif followed:
+                session.note = followed
             elif ended is not None:
                 session.note = (
                     f"a new sandbox session: the previous one ended {ended}; variables and imports are gone, "
@@ -171,21 +176,39 @@ class SessionRegistry:
         """The tree was regenerated (from any thread): each session learns it at its next call (`use`)."""
         self.tree_generation += 1
 
-    async def _on_refreshed_tree(self, key: str, session: ClientSession) -> ClientSession | None:
-        """A session opened before the tree was regenerated, at a call that finds it idle: without a sandbox yet, it
-        ends (None), so that a new one takes the regenerated tree (its manifest, its servers, a sandbox that mounts
-        it, the resources its client followed: `use`); with one, it goes on with the tree its sandbox mounted and is
-        told so once."""
-        if not session.runtime.sandbox_started:
-            del self._sessions[key]
-            await self._close(session)
-            return None
+    def _follows_tree(self, session: ClientSession) -> bool:
+        """Whether ``session``, at a call that finds it idle, ends for a new one on the regenerated tree: it was opened
+        before the tree was regenerated and has no sandbox running (none started yet, or its sandbox ended or was
+        stopped when idle, before the regeneration or since), so a new one takes the regenerated tree (its manifest,
+        its servers, a sandbox that mounts it, the resources its client followed: `use`).
+
+        Before, only one that had never started a sandbox did: the others started their next sandbox themselves,
+        which mounted the regenerated tree (the warm pool's, or the shared backend's) while their bridge checked calls
+        against the manifest of the tree before (`FOLLOWED`)."""
+        regenerated = session.stale_tree or session.tree_generation != self.tree_generation
+        return regenerated and session.runtime.running_sandbox is None
+
+    def _followed(self, session: ClientSession) -> str:
+        """What the session that replaces ``session`` (`_follows_tree`) says first: `FOLLOWED` when ``session``'s
+        sandbox ended or was stopped, else the notes it had yet to give (a sandbox stopped when idle before the
+        regeneration: `RESTED`; before, those were dropped with it)."""
+        why = session.runtime.sandbox_ended
+        if why is not None:
+            gone = f"ended ({why[:_WHY_CHARS]})"
+        elif session.stale_tree:  # its sandbox, started on the tree before, was stopped when idle (`_rest`)
+            gone = f"was stopped after {self.idle_timeout:g} s without a call"
+        else:
+            return session.note
+        return FOLLOWED.format(gone=gone, files=_files_kept(session.runtime))
+
+    def _keep_tree(self, session: ClientSession) -> None:
+        """A session opened before the tree was regenerated whose sandbox runs, at a call that finds it idle: it goes
+        on with the tree its sandbox mounted and is told so once."""
         session.tree_generation = self.tree_generation
         session.stale_tree = True
         folder = session.runtime.workspace
         stale = STALE_TREE if folder is None else STALE_TREE_RENEWED.format(folder=folder)
         session.note = "; ".join(filter(None, [session.note, stale]))
-        return session
 
     def stream(self, key: str, *, opened: bool) -> None:
         """The HTTP client of ``key`` opened (it is there) or closed (it may have gone) its ``GET`` stream."""
