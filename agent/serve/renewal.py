@@ -4,7 +4,7 @@ what the regeneration added failed or a call the bridge refused as the regenerat
 `sandbox.tool_changes.StaleSessionRefused`), that the next call renews the session on the regenerated tree, when
 serve saves the workspace into a folder (`RENEWING`, `RENEWING_CHANGED`, `RENEWING_PASSTHROUGH`; then `RENEWED`),
 else to reconnect the client (`STALE_IMPORT`); and what the session that replaces one whose sandbox ended or was
-stopped meanwhile says (`FOLLOWED`).
+stopped meanwhile says (`FOLLOWED`), or one that had no sandbox yet (`INSTRUCTIONS_BEFORE`).
 """
 
 from __future__ import annotations
@@ -78,3 +78,12 @@ kill``, an engine restart) or was stopped when idle (`agent.serve.sessions.Sessi
 session started its next sandbox itself: the warm pool's, on the regenerated tree (its stubs: a tool's new parameters,
 the tools added), while its bridge checked calls against the manifest of the tree before, refusing a changed tool as
 changed since and an added one as not in the manifest, and telling the session it kept the tree it started with."""
+INSTRUCTIONS_BEFORE = (
+    "this session runs on the tree as regenerated since this client connected: the index and signatures of the "
+    "instructions it got when it connected are of the tree before (a tool they name may be gone or take other "
+    "parameters): read servers/INDEX.md and a tool's stub for what is there now"
+)
+"""The note of the session that replaces one opened before the tree was regenerated that had started no sandbox
+(`agent.serve.sessions.SessionRegistry.use`). Before, its first result said nothing: a model that called a tool as the
+instructions of its handshake named it (one the regeneration removed, or with the parameters of before) had the import
+or the call fail with no word of why."""

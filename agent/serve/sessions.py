@@ -33,7 +33,7 @@ from agent.serve.client_session import QUEUED_EXECUTIONS as QUEUED_EXECUTIONS
 from agent.serve.client_session import RESTARTED as RESTARTED
 from agent.serve.client_session import ClientSession as ClientSession
 from agent.serve.client_session import heartbeat as heartbeat
-from agent.serve.renewal import FOLLOWED, RENEWED, STALE_TREE, STALE_TREE_RENEWED
+from agent.serve.renewal import FOLLOWED, INSTRUCTIONS_BEFORE, RENEWED, STALE_TREE, STALE_TREE_RENEWED
 from agent.serve.upstream_subscriptions import carry
 
 if TYPE_CHECKING:
@@ -191,14 +191,14 @@ class SessionRegistry:
     def _followed(self, session: ClientSession) -> str:
         """What the session that replaces ``session`` (`_follows_tree`) says first: `FOLLOWED` when ``session``'s
         sandbox ended or was stopped, else the notes it had yet to give (a sandbox stopped when idle before the
-        regeneration: `RESTED`; before, those were dropped with it)."""
+        regeneration: `RESTED`; before, those were dropped with it) and `INSTRUCTIONS_BEFORE`."""
         why = session.runtime.sandbox_ended
         if why is not None:
             gone = f"ended ({why[:_WHY_CHARS]})"
         elif session.stale_tree:  # its sandbox, started on the tree before, was stopped when idle (`_rest`)
             gone = f"was stopped after {self.idle_timeout:g} s without a call"
         else:
-            return session.note
+            return "; ".join(filter(None, [session.note, INSTRUCTIONS_BEFORE]))
         return FOLLOWED.format(gone=gone, files=_files_kept(session.runtime))
 
     def _keep_tree(self, session: ClientSession) -> None:

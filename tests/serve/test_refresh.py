@@ -243,7 +243,9 @@ def test_a_session_without_a_sandbox_yet_takes_the_tree_the_refresh_brought(
         raw.wait_for_stderr("sessions from now on get the refreshed tree's instructions")
         ran = _call(raw, 3, "execute_python", {"code": DOCS})
         assert ran.get("isError") is not True, ran
-        assert ran["content"][0]["text"].startswith("listed\n") and "docs.list_documents ok" in json.dumps(ran)  # type: ignore[index]
+        text = ran["content"][0]["text"]  # type: ignore[index]
+        assert text.startswith("[this session runs on the tree as regenerated since this client connected: the index")
+        assert "]\n\nlisted\n" in text and "docs.list_documents ok" in json.dumps(ran)
         pinged = _call(raw, 4, "execute_python", {"code": "from servers.gated import ping\nprint('called')"})
         assert pinged.get("isError") is not True and "called" in json.dumps(pinged), pinged
         assert raw.close_stdin() == 0

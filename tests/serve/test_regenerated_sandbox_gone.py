@@ -9,6 +9,10 @@ tool as its new stub reads was refused as "cannot be called in this session: the
 definition of it", one of the tool the regeneration added as "not in this tree's manifest", and the passthrough tool
 `tools/list` showed as regenerated was refused the same way.
 
+A session opened before the regeneration that had started no sandbox is replaced too (as before), and its first
+result now says that the instructions of the client's handshake are of the tree before: they named a tool the
+regeneration removed, whose import then failed with no word of why.
+
 Real parts: `tooltree serve` as a subprocess in front of tests/servers/evolving_server.py, the official SDK client
 over stdio, a Docker engine; `generate-tree` moves the tree from release 1 to release 2 while serve runs.
 """
@@ -51,11 +55,10 @@ def _generate(config: Path, version: Path, tree: Path, release: str) -> None:
     assert main(["generate-tree", "--config", str(config), "--out", str(tree), "--embeddings", "off"]) == 0
 
 
-@pytest.mark.parametrize(("killed", "warm"), [("before", 0), ("after", 1)])
-async def test_a_session_whose_sandbox_ended_is_replaced_by_one_on_the_regenerated_tree(
-    docker_engine: object, tmp_path: Path, killed: str, warm: int
-) -> None:
-    version, config, tree = tmp_path / "version", tmp_path / "tooltree.yaml", tmp_path / "tree"
+async def _served(folder: Path, warm: int) -> tuple[Path, Path, Path, str, mcp.StdioServerParameters]:
+    """A tree of the evolving server at release 1 and how to serve it (``update_record`` passed through): its config,
+    version file, tree, sandbox owner and the client's parameters."""
+    version, config, tree = folder / "version", folder / "tooltree.yaml", folder / "tree"
     config.write_text(
         f"servers:\n  evo:\n    command: {json.dumps(sys.executable)}\n"
         f"    args: [{json.dumps(str(EVOLVING))}, {json.dumps(str(version))}]\n"
@@ -66,7 +69,20 @@ async def test_a_session_whose_sandbox_ended_is_replaced_by_one_on_the_regenerat
     owner = f"{TEST_OWNER}-gone-{uuid.uuid4().hex[:8]}"
     argv = ["-m", "tooltree_cli.main", "serve", "--config", str(config), "--tree", str(tree), "--no-regenerate"]
     env = {**os.environ, "TOOLTREE_SANDBOX_OWNER": owner}
-    params = mcp.StdioServerParameters(command=sys.executable, args=argv, cwd=str(REPO), env=env)
+    return (
+        config,
+        version,
+        tree,
+        owner,
+        mcp.StdioServerParameters(command=sys.executable, args=argv, cwd=str(REPO), env=env),
+    )
+
+
+@pytest.mark.parametrize(("killed", "warm"), [("before", 0), ("after", 1)])
+async def test_a_session_whose_sandbox_ended_is_replaced_by_one_on_the_regenerated_tree(
+    docker_engine: object, tmp_path: Path, killed: str, warm: int
+) -> None:
+    config, version, tree, owner, params = await _served(tmp_path, warm)
 
     def kill() -> None:  # the sandbox of the session
         ids = containers(owner, running=True)  # the session's, and the warm one (the pool starts another)
@@ -101,3 +117,25 @@ async def test_a_session_whose_sandbox_ended_is_replaced_by_one_on_the_regenerat
         assert refused.is_error and "module 'servers.evo' has no attribute 'delete_record'" in result_text(refused)
         last = await client.call_tool("execute_python", {"code": "print('said once')"})
         assert result_text(last) == "said once"
+
+
+async def test_a_session_without_a_sandbox_replaced_after_the_regeneration_says_the_instructions_are_of_the_tree_before(
+    docker_engine: object, tmp_path: Path
+) -> None:
+    config, version, tree, _, params = await _served(tmp_path, 0)
+    async with mcp.Client(params, read_timeout_seconds=WAIT, mode="legacy") as client:  # the handshake, as Claude Code
+        instructions = str(client.session.initialize_result.instructions)
+        found = await client.call_tool("search_tools", {"query": "delete a record", "detail": "name"})  # opens it
+        assert "evo.delete_record" in result_text(found)
+        await anyio.to_thread.run_sync(_generate, config, version, tree, "2")  # delete_record removed
+        ran = await client.call_tool("execute_python", {"code": "from servers.evo import delete_record"})
+        again = await client.call_tool("execute_python", {"code": "from servers.evo import export_records"})
+    assert "archive_record, delete_record, get_record, update_record" in instructions
+    text = result_text(ran)
+    assert ran.is_error and "cannot import name 'delete_record' from 'servers.evo'" in text
+    assert text.startswith(
+        "[this session runs on the tree as regenerated since this client connected: the index and signatures of the "
+        "instructions it got when it connected are of the tree before (a tool they name may be gone or take other "
+        "parameters): read servers/INDEX.md and a tool's stub for what is there now]\n\n"
+    ), text
+    assert not again.is_error and "[" not in result_text(again)  # said once

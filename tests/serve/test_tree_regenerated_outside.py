@@ -49,7 +49,9 @@ def test_a_session_without_a_sandbox_yet_takes_the_tree_regenerated_by_generate_
         _regenerate(config, tree)
         ran = _call(raw, 3, "execute_python", {"code": DOCS})
         assert ran.get("isError") is not True, ran
-        assert ran["content"][0]["text"].startswith("listed\n") and "docs.list_documents ok" in json.dumps(ran)  # type: ignore[index]
+        text = ran["content"][0]["text"]  # type: ignore[index]
+        assert text.startswith("[this session runs on the tree as regenerated since this client connected: the index")
+        assert "]\n\nlisted\n" in text and "docs.list_documents ok" in json.dumps(ran)
         raw.wait_for_stderr(f"{tree} was regenerated while serving: sessions from now on get it")
         assert raw.close_stdin() == 0
     finally:
