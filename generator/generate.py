@@ -3,24 +3,23 @@
 This is the whole of ``tooltree generate-tree`` minus argument parsing and printing.
 
 (Over 400 lines: one run end to end, as the Python API offers it: discovery, the guards that leave a tree as it
-was, and the planning and writing under the tree's lock.)
+was, and the planning and writing under the tree's lock. The previous tree's manifest is read in `generator.previous`;
+what the writing does with the files it writes over is in `generator.write_over`.)
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import stat
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from generator.api_changes import ApiChange, api_changes, breaking_warning
 from generator.cancel import Cancel
 from generator.files import (
-    OnReplace,
     WriteReport,
     check_out,
     diff_plan,
@@ -31,37 +30,25 @@ from generator.files import (
     relinked_warning,
     remove_created,
     tooltree_manifest,
-    write_file,
     write_plan,
 )
 from generator.generate_args import checked_args
-from generator.kept import (
-    PENDING_FILE,
-    Keeper,
-    forget_unsaid,
-    unrecorded_warning,
-    unsaid_warnings,
-    users_folders,
-)
+from generator.kept import Keeper, forget_unsaid, unrecorded_warning, unsaid_warnings, users_folders
 from generator.layout import Plan, ServerListing, emptied_servers, plan_tree
+from generator.previous import load_previous
 from generator.search_index import write_search_index
 from generator.snapshots import read_snapshots, tree_snapshot_files
+from generator.write_over import _before, _EarlyWriter, _noting, _unrecorded_kept
 from tool_tree.config import Config, ConfigError, ServerConfig
 from tool_tree.snapshot_lists import LIST_KEYS, previous_snapshot, recorded_lists, with_previous
 from tool_tree.text import cut_name, quoted_name
 from tool_tree.tree import (
-    INDEX_FILE,
     MANIFEST_FILE,
-    MAX_MANIFEST_VALUES,
-    MAX_TREE_FILE_BYTES,
     SEARCH_INDEX_FILE,
     SERVERS_DIR,
     SNAPSHOTS_DIR,
     Manifest,
     ServerEntry,
-    TreeError,
-    check_values,
-    content_hash,
     tree_lock,
 )
 
@@ -114,40 +101,6 @@ class GenerateResult:
     @property
     def failed(self) -> list[ServerOutcome]:
         return [s for s in self.servers if s.status == "failed"]
-
-
-def load_previous(out: Path) -> Manifest | None:
-    """The manifest of an existing tree, or None when there is none (or it is unreadable).
-
-    One of more than one name (a tree copied with ``cp -al``), which every reader of a tree refuses, is read here:
-    the run writes it afresh (its other name keeps its bytes), and needs its record to tell the user's files and
-    edits from its own and to keep a failed server's stubs. Before, the run took every file under ``servers/`` for
-    its own: an edited stub was overwritten and a file copied from a stub deleted, neither copied aside, and a
-    failed server's stubs were deleted."""
-    try:
-        return Manifest.load(out)
-    except TreeError:
-        return _linked_manifest(out / MANIFEST_FILE)
-    except OSError:  # ``out`` is a file, or unreadable (`check_out` says which)
-        return None
-
-
-def _linked_manifest(path: Path) -> Manifest | None:
-    """The manifest at ``path`` when it is a regular file of more than one name that parses; else None."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return None
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_nlink < 2 or st.st_size > MAX_TREE_FILE_BYTES:
-            return None
-        raw = f.read(MAX_TREE_FILE_BYTES + 1)
-    try:
-        check_values(raw, MAX_MANIFEST_VALUES)
-        return Manifest.from_json(raw.decode("utf-8"), source=str(path))
-    except (TreeError, ValueError):
-        return None
 
 
 def _listing(
@@ -519,89 +472,6 @@ def _plan_and_write_over(
         if writer is not None:  # its record of stubs goes once the manifest that records them is written
             writer.close(written=manifest_written)
     return result
-
-
-def _unrecorded_kept(out: Path, previous: Manifest | None, keeper: Keeper) -> tuple[OnReplace, Keeper]:
-    """What to do with a file before it is replaced or deleted: ``keeper.before_replace``, and for a tree whose
-    manifest (an older release's) records no ``files``, a copy of each file that release wrote besides its stubs and
-    snapshots (``INDEX.md``, the ``__init__.py`` files, a server's ``README.md``), kept by the `Keeper` returned.
-
-    Such a manifest holds no hash of them, so a user's edit cannot be told from the older release's own text. Before,
-    they were taken for tooltree's and replaced without a copy or a word: notes a user added to a server's README
-    were lost on the first run after an upgrade, or when ``tooltree serve`` refreshed the tree."""
-    unrecorded = Keeper(out.resolve(), None)  # no file is known: each one given to it is copied aside
-    if previous is None or previous.files:
-        return keeper.before_replace, unrecorded
-    paths = {INDEX_FILE, f"{SERVERS_DIR}/__init__.py"}
-    paths.update(f"{SERVERS_DIR}/{s.package}/{name}" for s in previous.servers for name in ("__init__.py", "README.md"))
-
-    def on_replace(rel: str, current: bytes, deleting: bool) -> None:
-        (unrecorded if rel in paths else keeper).before_replace(rel, current, deleting)
-
-    return on_replace, unrecorded
-
-
-def _noting(on_replace: OnReplace, previous: Manifest | None, replaced: dict[str, bytes]) -> OnReplace:
-    """``on_replace``, keeping in ``replaced`` the bytes of each stub of the ``previous`` tree it is given (to compare
-    the stubs' API after the early writer wrote over them: `generator.api_changes`)."""
-    stubs = {t.path for t in previous.tools} if previous is not None else set()
-
-    def before_replace(rel: str, current: bytes, deleting: bool) -> None:
-        if rel in stubs:
-            replaced.setdefault(rel, current)
-        on_replace(rel, current, deleting)
-
-    return before_replace
-
-
-def _before(out: Path, rel: str, replaced: Mapping[str, bytes], seen: dict[str, bytes | None]) -> bytes | None:
-    """The bytes of ``rel`` in the tree before this run wrote it (remembered in ``seen``, as `read_remembered`)."""
-    if rel in replaced:
-        return replaced[rel]
-    return seen[rel] if rel in seen else read_remembered(out, rel, seen)
-
-
-class _EarlyWriter:
-    """Writes each stub as it is rendered, so writing overlaps rendering; ``early`` collects them. Each is recorded
-    in `PENDING_FILE` before it is written (`finish` removes that record once the run's manifest is written)."""
-
-    def __init__(
-        self,
-        out: Path,
-        seen: dict[str, bytes | None],
-        early: set[str],
-        on_replace: OnReplace,
-        created: set[str],
-        relinked: list[str],
-    ) -> None:
-        out.mkdir(parents=True, exist_ok=True)
-        self.root = out.resolve()
-        self.seen, self.early, self.on_replace, self.created, self.relinked = seen, early, on_replace, created, relinked
-        self._journal: IO[str] | None = None
-
-    def __call__(self, rel: str, data: bytes) -> None:
-        if self._journal is None:  # opened at the first stub: a run that renders none leaves none
-            flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
-            try:  # made here: a first generation that fails removes it with the rest of what it made
-                fd = os.open(self.root / PENDING_FILE, flags | os.O_EXCL, 0o644)
-                self.created.add(PENDING_FILE)
-            except FileExistsError:  # left by a run stopped before: this one adds to it
-                fd = os.open(self.root / PENDING_FILE, flags, 0o644)
-            self._journal = os.fdopen(fd, "a", encoding="utf-8")
-        self._journal.write(f"{rel}\t{content_hash(data)}\n")  # before the stub: a stop between leaves it recorded
-        self._journal.flush()
-        if write_file(self.root, rel, data, known=self.seen, on_replace=self.on_replace, created=self.created,
-                      relinked=self.relinked):  # fmt: skip
-            self.early.add(rel)
-
-    def close(self, *, written: bool) -> None:
-        """Close the record; remove it when the run's manifest was ``written`` (it records every stub then)."""
-        if self._journal is not None:
-            self._journal.close()
-            self._journal = None
-        if written:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(self.root / PENDING_FILE)
 
 
 async def _discover(

@@ -514,8 +514,7 @@ def test_ctrl_c_before_the_new_manifest_is_written_says_the_previous_one_stays(
     snapshots: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # Before: only "tooltree: interrupted", though stubs of the new listing had been written beside the old manifest.
-    import generator.generate as generate_module
-    from generator import files
+    from generator import files, write_over
     from tool_tree.tree import MANIFEST_FILE
 
     first = tmp_path / "first"
@@ -534,7 +533,7 @@ def test_ctrl_c_before_the_new_manifest_is_written_says_the_previous_one_stays(
 
     with monkeypatch.context() as patch:
         patch.setattr(files, "write_file", stopped_at_the_manifest)
-        patch.setattr(generate_module, "write_file", stopped_at_the_manifest)
+        patch.setattr(write_over, "write_file", stopped_at_the_manifest)
         code = main(["generate-tree", "--from-snapshot", str(snapshots), "--out", str(out), "--embeddings", "off"])
     assert code == generate_cmd.EXIT_INTERRUPTED and (out / "servers/mail/send_email.py").is_file()
     assert (out / MANIFEST_FILE).read_bytes() == manifest

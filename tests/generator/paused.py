@@ -16,11 +16,11 @@ from tests.support import REPO
 # Pauses the run after its 50th stub write (its write phase has begun) until the parent says go.
 _PAUSED_RUN = """
 import os, sys
-import generator.generate
+import generator.write_over
 from tooltree_cli.main import main
 
 paused, go = int(sys.argv[1]), int(sys.argv[2])
-write, count = generator.generate.write_file, [0]
+write, count = generator.write_over.write_file, [0]
 
 def hooked(*args, **kwargs):
     count[0] += 1
@@ -29,7 +29,7 @@ def hooked(*args, **kwargs):
         os.read(go, 1)
     return write(*args, **kwargs)
 
-generator.generate.write_file = hooked
+generator.write_over.write_file = hooked
 raise SystemExit(main(["generate-tree", "--from-snapshot", sys.argv[3], "--out", sys.argv[4], "--json"]))
 """
 

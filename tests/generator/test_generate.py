@@ -17,6 +17,8 @@ from typing import Any
 import pytest
 
 import generator.generate
+import generator.previous
+import generator.write_over
 from generator.generate import generate
 from tests.generator.work import lines_run
 from tests.support import alive, sample_config_yaml
@@ -603,7 +605,7 @@ def test_many_servers_are_generated_and_counted_in_work_linear_in_their_number(t
     for n in range(300):
         snap = {"server": f"s{n:03d}", "tools": [tool("get_record"), tool("list_records")]}
         (snapshots / f"s{n:03d}.json").write_text(json.dumps(snap), encoding="utf-8")
-    with lines_run(generator.generate) as lines:
+    with lines_run(generator.generate, generator.previous, generator.write_over) as lines:
         result = generate(None, tmp_path / "tree", snapshots=snapshots, embeddings="off")
     assert [(s.name, s.status, s.tools) for s in result.servers] == [(f"s{n:03d}", "ok", 2) for n in range(300)]
     assert lines.count < 100 * len(result.servers)  # was 200 per server at 300 servers, and growing with them

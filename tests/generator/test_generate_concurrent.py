@@ -352,7 +352,7 @@ def test_a_run_stopped_before_its_manifest_says_so_when_another_run_wrote_one_af
     # Before: the other run's manifest, newer than this run's start, was taken for this run's own, and only
     # "tooltree: interrupted" was said, though this run had written its stubs beside that manifest.
     import generator.generate as generate_module
-    from generator import files
+    from generator import files, write_over
     from tooltree_cli.main import main
 
     out = tmp_path / "tree"
@@ -376,7 +376,7 @@ def test_a_run_stopped_before_its_manifest_says_so_when_another_run_wrote_one_af
 
     monkeypatch.setattr(generate_module, "read_snapshots", another_run_meanwhile)
     monkeypatch.setattr(files, "write_file", stopped_at_the_manifest)
-    monkeypatch.setattr(generate_module, "write_file", stopped_at_the_manifest)
+    monkeypatch.setattr(write_over, "write_file", stopped_at_the_manifest)
     assert main(["generate-tree", "--from-snapshot", str(mine), "--out", str(out), "--embeddings", "off"]) == 130
     assert (out / "servers/alpha/new_1.py").is_file()
     assert stubs_and_manifest(out)[1].keys() == {f"servers/alpha/old_{i}.py" for i in range(200)}
