@@ -111,10 +111,14 @@ def test_the_claude_code_line_adds_the_serve_command() -> None:
 
 
 @pytest.mark.docker
-def test_the_python_client_snippet_runs_against_tooltree_serve(docker_engine: object, project: Path) -> None:
+def test_the_python_client_snippet_runs_against_tooltree_serve(
+    docker_engine: object, project: Path, owner: str
+) -> None:
     *_, client = blocks("python")
-    # The snippet starts `tooltree` from PATH; its sandboxes carry the test label.
-    client = client.replace('"tree"])', f'"tree"], env={{"TOOLTREE_SANDBOX_OWNER": {TEST_OWNER!r}, "PATH": PATH}})')
+    # The snippet starts `tooltree` from PATH; its sandboxes carry this test's owner label (`owner` removes what is
+    # left after it). The SDK's client kills serve 4 s after it closes stdin: on a loaded machine a warm container,
+    # which ends on its own once serve is gone, was still there when the run's leak check looked, failing the run.
+    client = client.replace('"tree"])', f'"tree"], env={{"TOOLTREE_SANDBOX_OWNER": {owner!r}, "PATH": PATH}})')
     client = f"PATH = {os.pathsep.join([str(Path(sys.executable).parent), os.environ.get('PATH', '')])!r}\n" + client
     done = subprocess.run([sys.executable, "-c", client], cwd=project, capture_output=True, text=True, timeout=300,
                           env={**os.environ, "PYTHONPATH": str(REPO)}, check=False)  # fmt: skip
