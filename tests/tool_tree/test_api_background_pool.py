@@ -113,17 +113,19 @@ def test_a_ctrl_c_that_lands_just_before_the_calls_wait_is_raised_at_once() -> N
     # interrupt_main sets Python's flag as a signal does, without waking a blocking call: as a Ctrl-C landing just
     # before the wait. Before, the KeyboardInterrupt came only when the call ended (here after 40 s).
     with BackgroundPool([media()], concurrency=1) as bg:
+        sent: list[float] = []
 
         def interrupt_once_sent() -> None:
             wait_until(lambda: bg.pool.state("media") == "running", "the server never started")
+            sent.append(time.monotonic())
             _thread.interrupt_main()
 
         helper = threading.Thread(target=interrupt_once_sent)
         helper.start()
-        started = time.monotonic()
         with pytest.raises(KeyboardInterrupt):
             bg.call("media", "slow_echo", {"text": "slow", "seconds": 40}, timeout=60)
-        assert time.monotonic() - started < 20
+        # Counted from the Ctrl-C: the server's start-up before it, which a loaded machine stretches, is no part of it.
+        assert time.monotonic() - sent[0] < 20
         helper.join(timeout=30)
 
 
