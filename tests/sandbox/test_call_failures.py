@@ -48,6 +48,11 @@ def script(tool: str, arguments: str) -> str:
     return SCRIPT.format(tool=tool, arguments=arguments)
 
 
+# The scripts' own timeout, which no test here is about: a script waits out the server's start (lazy, on its first
+# call) and a call's 5 s timeout, 8.5 s of the config's 20 s on a loaded machine.
+SCRIPT_TIMEOUT = 120
+
+
 class Setup:
     """A tree generated from the slow server, the config file that starts it (``timeout: 5``), and its mark folder."""
 
@@ -113,7 +118,7 @@ def test_a_script_catches_a_timed_out_call_as_tool_call_error_and_the_ledger_nam
     setup: Setup, docker_engine: EngineWithCLI, test_config: SandboxConfig
 ) -> None:
     with Runtime(load_config(setup.config), setup.tree, sandbox_config=test_config) as runtime:
-        result = runtime.sandbox.execute(script("wait", "seconds=60, mark='timed'"))
+        result = runtime.sandbox.execute(script("wait", "seconds=60, mark='timed'"), timeout=SCRIPT_TIMEOUT)
     assert result.error is None, result.traceback
     said = f"{setup.timed_out()}; it was sent: the tool may have run, or be running still"
     assert result.stdout == f"ToolCallError | timeout | {said}\n"
@@ -128,8 +133,8 @@ def test_a_protocol_error_is_a_tool_call_error_and_the_tools_own_error_stays_a_t
     setup: Setup, docker_engine: EngineWithCLI, test_config: SandboxConfig
 ) -> None:
     with Runtime(load_config(setup.config), setup.tree, sandbox_config=test_config) as runtime:
-        refused = runtime.sandbox.execute(script("protocol_error", "message='no such thing'"))
-        own = runtime.sandbox.execute(script("fail", "message='mine'"))
+        refused = runtime.sandbox.execute(script("protocol_error", "message='no such thing'"), timeout=SCRIPT_TIMEOUT)
+        own = runtime.sandbox.execute(script("fail", "message='mine'"), timeout=SCRIPT_TIMEOUT)
     assert refused.error is None and own.error is None, (refused.traceback, own.traceback)
     said = (
         "server error -32000: no such thing; "
@@ -162,7 +167,7 @@ def test_a_call_that_timed_out_waiting_for_its_turn_says_it_was_not_sent(
         held, errors = in_thread(lambda: pool.call("slow", "wait", {"seconds": 60, "mark": "holder"}, timeout=60))
         wait_until(lambda: setup.ran("holder"), "the holding call to run", timeout=30)
         with Sandbox(config=test_config, tree=setup.tree, tools=bridge(setup, pool), tool_loop=pool.loop) as sandbox:
-            result = sandbox.execute(script("wait", "seconds=0, mark='queued'"))
+            result = sandbox.execute(script("wait", "seconds=0, mark='queued'"), timeout=SCRIPT_TIMEOUT)
     assert held.wait(30) and len(errors) == 1 and isinstance(errors[0], PoolError)  # closed during the call
     assert result.error is None, result.traceback
     said = (
