@@ -436,11 +436,14 @@ def session(docker_engine: object, test_config: SandboxConfig, tree: Path, pool:
 
 @pytest.mark.docker
 def test_a_script_filters_ten_thousand_leads_and_only_its_printout_returns(session: Sandbox) -> None:
+    # 120 s, not the config's 20, which this is not about: the crm server's start and its answer of over 1 MB took 4 s
+    # of them on a loaded machine.
     result = session.execute(
         "from servers.crm import list_leads\n"
         "rows = list_leads().json()['leads']\n"
         "top = sorted(rows, key=lambda r: r['estimated_value'], reverse=True)[:3]\n"
-        "print(len(rows), [r['company'] for r in top])\n"
+        "print(len(rows), [r['company'] for r in top])\n",
+        timeout=120,
     )
     assert result.error is None, result.traceback
     assert result.stdout.startswith("10000 [")
@@ -451,11 +454,14 @@ def test_a_script_filters_ten_thousand_leads_and_only_its_printout_returns(sessi
 
 @pytest.mark.docker
 def test_parallel_calls_from_a_script_are_in_flight_together(session: Sandbox) -> None:
+    # 120 s, not the config's 20, which this is not about: the media server's start and the meeting took 3.2 s of
+    # them on a loaded machine. The six meet only when all are in flight together.
     result = session.execute(
         "from tool_tree.runtime import call_tool, parallel\n"
         "args = {'group': 'sandbox', 'parties': 6, 'timeout': 20}\n"
         "out = parallel(*[lambda: call_tool('media', 'rendezvous', args) for _ in range(6)])\n"
-        "print(sorted({r.text for r in out}))\n"
+        "print(sorted({r.text for r in out}))\n",
+        timeout=120,
     )
     assert result.error is None, result.traceback
     assert "6 parties met" in result.stdout and len(result.tool_calls) == 6
@@ -650,7 +656,7 @@ def test_calls_in_flight_when_an_execution_times_out_are_cancelled_ledgered_and_
         with Sandbox(config=test_config, tree=tree, tools=bridge, tool_loop=one_slot.loop) as sb:
             # The server started first: on a loaded machine its start alone can outlast the 3 s below, and the call
             # is then cancelled as one waiting for that start (another wording), not as one in flight.
-            started = sb.execute("from servers.media import slow_echo\nslow_echo(text='w', seconds=0)\n")
+            started = sb.execute("from servers.media import slow_echo\nslow_echo(text='w', seconds=0)\n", timeout=120)
             assert started.error is None, started.traceback
             stuck = sb.execute("from servers.media import slow_echo\nslow_echo(text='x', seconds=60)\n", timeout=3)
             assert stuck.error is not None and "timed out" in stuck.error
