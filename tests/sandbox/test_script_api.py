@@ -17,6 +17,9 @@ from tool_tree.pool import BackgroundPool
 from tooltree_cli.main import main
 
 SAMPLES = Path(__file__).resolve().parents[2] / "examples" / "sample_servers"
+# The scripts' own timeout, which no test here is about: each starts the media server (on its first call) within
+# it, and the hundred calls from threads took 4.8 s of the config's 20 on a loaded machine.
+SCRIPT_TIMEOUT = 120
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +58,8 @@ def test_a_hundred_calls_from_threads_at_once_all_return(session: Sandbox) -> No
         "threads = [threading.Thread(target=one, args=(i,)) for i in range(100)]\n"
         "for t in threads: t.start()\n"
         "for t in threads: t.join()\n"
-        "print(len(out), sorted(set(refused)), sorted(map(int, out)) == list(range(100)))\n"
+        "print(len(out), sorted(set(refused)), sorted(map(int, out)) == list(range(100)))\n",
+        timeout=SCRIPT_TIMEOUT,
     )
     assert result.error is None, result.traceback
     assert result.stdout.strip() == "100 [] True"
@@ -64,6 +68,7 @@ def test_a_hundred_calls_from_threads_at_once_all_return(session: Sandbox) -> No
 
 @pytest.mark.docker
 def test_json_of_a_plain_text_result_says_what_came_back(session: Sandbox) -> None:
-    result = session.execute("from servers.media import slow_echo\nslow_echo(text='hello there', seconds=0).json()\n")
+    code = "from servers.media import slow_echo\nslow_echo(text='hello there', seconds=0).json()\n"
+    result = session.execute(code, timeout=SCRIPT_TIMEOUT)
     assert result.error is not None and result.traceback is not None
     assert "ValueError" in result.error and "'hello there'" in result.error and ".text" in result.error
