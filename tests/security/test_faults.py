@@ -77,7 +77,9 @@ def test_a_failing_stdio_server_fails_that_call_and_the_next_call_works(
         BackgroundPool([server]) as pool,
         Sandbox(config=test_config, tree=tree, tools=McpBridge(tree, pool.pool), tool_loop=pool.loop) as sb,
     ):
-        result = sb.execute(SCRIPT.format(fault=fault))
+        # 120 s, not the config's 20, which this is not about: the hang's script waits out the server's start, the
+        # call's 2 s timeout, the hung server's end and its replacement's start (6.4 s on a loaded machine).
+        result = sb.execute(SCRIPT.format(fault=fault), timeout=120)
         assert result.error is None, result.traceback
         failed, echoed, pids = result.stdout.splitlines()
         assert failed.startswith(EXPECTED[fault]), failed
