@@ -32,7 +32,7 @@ SCRIPT = (
 def test_each_exec_run_has_its_own_session_in_the_audit_log(
     docker_engine: object, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    config, tree = sample_project(tmp_path, "crm", timeout=20)
+    config, tree = sample_project(tmp_path, "crm", timeout=120)  # not 20: each run's first call starts the server (3 s)
     audit = tmp_path / "audit.jsonl"
     for _ in range(2):
         argv = ["exec", "-c", SCRIPT, "--config", str(config), "--tree", str(tree), "--json", "--audit", str(audit)]
