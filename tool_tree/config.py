@@ -56,11 +56,12 @@ the file's lines, within those same bounds (`tool_tree.config_json`); the rest i
 
 This module reads a file's top level (its format, its sections, its servers) into a `Config`; the rest is split
 by job: a file's text and JSON made ready for the reader (`tool_tree.config_text`), the reader itself, with every
-value's line and within bounds (`tool_tree.config_read`), a JSON file's server maps (`tool_tree.config_json`), other
-clients' files (`tool_tree.config_clients`, Codex CLI's `tool_tree.config_codex`), a server's entry read into a
-`ServerConfig` (`tool_tree.config_entries`, its values checked by `tool_tree.config_checks`), the `ServerConfig` it
-makes (`tool_tree.config_servers`) and the sections handed on (`tool_tree.config_sections`); the sections' own keys
-live in the packages that own them. Import the names from here.
+value's line and within bounds (`tool_tree.config_read`, its YAML composer `tool_tree.config_compose`), a JSON
+file's server maps (`tool_tree.config_json`), other clients' files (`tool_tree.config_clients`, Codex CLI's
+`tool_tree.config_codex`), a server's entry read into a `ServerConfig` (`tool_tree.config_entries`, its values
+checked by `tool_tree.config_checks`), the `ServerConfig` it makes (`tool_tree.config_servers`) and the sections
+handed on (`tool_tree.config_sections`); the sections' own keys live in the packages that own them. Import the
+names from here.
 """
 
 from __future__ import annotations
@@ -83,16 +84,15 @@ from tool_tree.config_clients import (
     workspace_of,
 )
 from tool_tree.config_codex import codex_servers, is_codex
+from tool_tree.config_compose import MAX_NODES, compose
 from tool_tree.config_entries import server_of
 from tool_tree.config_json import server_maps
 from tool_tree.config_read import (
     MAX_DEPTH,
-    MAX_NODES,
     MAX_VALUES,
     ConfigError,
     Node,
     Reader,
-    compose,
     did_you_mean,
     kind_of,
     lone_surrogate,

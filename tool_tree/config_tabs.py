@@ -1,6 +1,6 @@
 """Tabs in a YAML configuration where they are white space, not indentation: `TabsAsSpaces`.
 
-PyYAML's pure-Python scanner, which `tool_tree.config_read` composes with to keep every value's line, takes only
+PyYAML's pure-Python scanner, which `tool_tree.config_compose` composes with to keep every value's line, takes only
 spaces between tokens, so an invisible tab at the end of a line, before a comment (``command: python<TAB># …``)
 or between a key and its value (``command:<TAB>python``) made the whole file "invalid YAML: found character '\\t'
 that cannot start any token (YAML indents with spaces, not tabs)", though the line was indented with spaces.

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-import tool_tree.config_read as config_read
+import tool_tree.config_compose as config_compose
 from tool_tree.config import MAX_CONFIG_BYTES, MAX_DEPTH, MAX_DESCRIPTION, ConfigError, load_config, parse_config
 
 
@@ -80,7 +80,7 @@ def test_a_file_just_within_the_size_limit_is_read(tmp_path: Path) -> None:
 def test_more_values_than_the_composer_may_build_are_refused_before_the_rest_is_read(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(config_read, "MAX_NODES", 1000)
+    monkeypatch.setattr(config_compose, "MAX_NODES", 1000)
     e = error_of("servers: {}\nsandbox:\n  pip_packages:\n" + "    - a\n" * 2000)
     assert str(e) == "tooltree.yaml:997: the file holds more than 1,000 values"
 
