@@ -19,6 +19,7 @@ words (`_regenerate`).
 from __future__ import annotations
 
 import contextlib
+import logging
 import signal
 import sys
 import threading
@@ -110,6 +111,9 @@ def _usable(tree: Path) -> tuple[tuple[int, ...], Manifest] | None:
         return None
 
 
+logger = logging.getLogger(__name__)
+
+
 class Refresh:
     """`_regenerate` on a thread while the tree is served; `stop` cancels it and waits for it."""
 
@@ -139,7 +143,8 @@ class Refresh:
         except GenerateCancelled:
             print("tooltree serve: the tree's refresh was stopped; the tree is as it was", file=sys.stderr)
             return
-        except Exception as e:  # serving goes on with the tree as it is
+        except Exception as e:  # serving goes on with the tree as it is; the traceback under --debug
+            logger.debug("refreshing %s failed", self.tree, exc_info=True)
             error(f"refreshing {self.tree} failed: {type(e).__name__}: {e}")
         if self.on_ended is not None:
             self.on_ended()

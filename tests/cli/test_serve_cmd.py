@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import socket
 import subprocess
 import sys
@@ -190,6 +191,28 @@ def test_a_refresh_that_changes_nothing_says_so_and_reloads_nothing(
     err = capsys.readouterr().err
     assert f"tooltree serve: {tree} is up to date (1 written, 0 deleted)\n" in err
     assert "tooltree serve: sessions from now on get the refreshed tree's instructions\n" in err and reloaded == [True]
+
+
+def test_a_refresh_that_fails_unexpectedly_logs_its_traceback_for_debug(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Before: stderr said "refreshing … failed: TypeError: …" alone, and the traceback was lost, even under --debug.
+    import tooltree_cli.serve_regenerate as serve_regenerate
+
+    def broken(*_args: object, **_kwargs: object) -> None:
+        raise TypeError("a bug")
+
+    monkeypatch.setattr(serve_regenerate, "_regenerate", broken)
+    caplog.set_level(logging.DEBUG, logger="tooltree_cli.serve_regenerate")
+    refresh = Refresh(load_config(_failing(tmp_path)), tmp_path / "tree")
+    refresh.start(lambda _read: None)
+    refresh.thread.join(timeout=60)
+    assert f"refreshing {tmp_path / 'tree'} failed: TypeError: a bug" in capsys.readouterr().err
+    (record,) = [r for r in caplog.records if r.name == "tooltree_cli.serve_regenerate"]
+    assert record.exc_info is not None and "in broken" in caplog.text
 
 
 def _failing(tmp_path: Path) -> Path:
