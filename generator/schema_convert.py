@@ -3,10 +3,11 @@
 A :class:`Converter` serves one document (a tool's input or output schema) for the
 :class:`generator.schema_types.TypeBuilder` that owns the stub module's names and definitions;
 every cap here turns what is past it into ``Any`` (or ``dict[str, Any]``) with a warning, so a
-hostile schema costs bounded work. :func:`measure` refuses a raw schema too big to walk at all.
+hostile schema costs bounded work. :func:`generator.schema_size.measure` refuses a raw schema too big to walk at all.
 (Over 400 lines: one recursion over every keyword family a stub types — references, combinators, literals,
-arrays and tuples, objects open and closed, the key rules of merged ``allOf`` members — whose methods call one
-another and share the caps.)
+arrays and tuples, objects open and closed, merged ``allOf`` members — whose methods call one another and share
+the caps. What an object schema says of its keys, the key rules of merged ``allOf`` members too, is read in
+`generator.schema_keys`.)
 
 A tuple array (``prefixItems``, or the older ``items: [...]``) is an argument a caller may pass as a tuple
 or a list (``tuple[int, str] | list[int | str]``; an open one ``tuple[int | str, ...] | list[int | str]``,
@@ -14,9 +15,7 @@ since ``tuple[int, *tuple[str, ...]]`` does not parse on Python 3.10); in a resu
 gives. An argument whose ``patternProperties`` or ``additionalProperties`` allow keys beyond its
 ``properties`` is a ``dict[str, V]`` (:class:`generator.type_expr.OpenDict`): a TypedDict would refuse them
 in the caller's dict. A result keeps its TypedDict: reading the known keys typed is what a caller wants, and
-a TypedDict value may hold more keys (PEP 589 subtyping). ``unevaluatedProperties`` counts as
-``additionalProperties`` where that is absent. The members of an ``allOf`` keep what each says of further keys
-(`merged_extra_keys`: JSON Schema's reading, which the host's check shares).
+a TypedDict value may hold more keys (PEP 589 subtyping).
 
 An argument object that allows more keys and refers to itself has ``Any`` at the self-reference: its
 ``dict[str, V]`` would need a recursive alias (``Node = dict[str, "list[Node] | str"]``, which mypy accepts),
@@ -26,10 +25,19 @@ and a stub names nothing but TypedDicts (:mod:`generator.stub_check` admits no o
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from generator.parts import text_of
+from generator.schema_keys import (
+    _patterns_of,
+    additional_of,
+    fields_of,
+    is_open,
+    merged_extra_keys,
+    props_of,
+    required_of,
+)
+from generator.schema_size import MAX_NODES, MAX_RAW_DEPTH, measure
 from generator.type_defs import FieldDef, TypedDictDef
 from generator.type_expr import (
     ANY,
@@ -51,6 +59,23 @@ from tool_tree.text import one_line
 if TYPE_CHECKING:
     from generator.schema_types import TypeBuilder
 
+__all__ = [
+    "MAX_DEFINITIONS",
+    "MAX_DEPTH",
+    "MAX_NODES",
+    "MAX_PROPERTIES",
+    "MAX_RAW_DEPTH",
+    "MAX_STEPS",
+    "MAX_TUPLE_TYPES",
+    "Converter",
+    "additional_of",
+    "fields_of",
+    "matches_nothing",
+    "measure",
+    "props_of",
+    "required_of",
+]
+
 MAX_DEPTH = 32
 """Schema nesting the converter follows; deeper parts become ``Any``."""
 MAX_PROPERTIES = 500
@@ -59,10 +84,6 @@ MAX_DEFINITIONS = 200
 """TypedDicts per module; further objects become ``dict[str, Any]``."""
 MAX_STEPS = 20_000
 """Subschemas converted per tool (``$ref`` can make a small schema expand a lot); the rest is ``Any``."""
-MAX_NODES = 50_000
-"""JSON values in one raw schema; a bigger schema is not converted at all."""
-MAX_RAW_DEPTH = 100
-"""JSON nesting of one raw schema; a deeper schema is not converted at all."""
 MAX_TUPLE_TYPES = 100
 """Types a tuple array's ``tuple[...]`` may write to be offered beside its ``list[...]``, which writes its items
 again: past it, only the list (before, tuple arrays nested 20 deep, a schema of 2 KB, wrote a stub of 32 MB and
@@ -74,191 +95,14 @@ _MAX_LITERAL_INT = 2**63
 _SIMPLE = {"string": Atom("str"), "integer": Atom("int"), "number": Atom("float"), "boolean": Atom("bool")}
 
 
-def measure(value: Any, *, max_nodes: int = MAX_NODES, max_depth: int = MAX_RAW_DEPTH) -> str | None:
-    """Why a raw JSON value is too big or too deep to convert, or None when it is fine (iterative).
-
-    The reason is the first limit a depth-first walk runs into.
-    """
-    if _within(value, max_nodes, max_depth):
-        return None
-    # Last child first; each container's children taken one at a time, so the walk stops at the limit (before, all
-    # children of each were put on the stack as tuples first: a million-item list took 2 s, mostly in the garbage
-    # collector, which walked the whole tool listing as the tuples piled up).
-    stack: list[tuple[Iterator[Any], int]] = [(iter((value,)), 1)]
-    nodes = 0
-    while stack:
-        children, depth = stack[-1]
-        v = next(children, _END)
-        if v is _END:
-            stack.pop()
-            continue
-        nodes += 1
-        if nodes > max_nodes:
-            return f"more than {max_nodes} JSON values"
-        if depth > max_depth:
-            return f"nested deeper than {max_depth} levels"
-        if isinstance(v, dict):
-            stack.append((reversed(v.values()), depth + 1))
-        elif isinstance(v, list | tuple):
-            stack.append((reversed(v), depth + 1))
-    return None
-
-
-_END = object()
-
-
-def _within(value: Any, max_nodes: int, max_depth: int) -> bool:
-    """Whether ``value`` has at most ``max_nodes`` JSON values, at most ``max_depth`` deep (level by level)."""
-    level = [value]
-    nodes = depth = 0
-    while level:
-        nodes += len(level)
-        depth += 1
-        if nodes > max_nodes or depth > max_depth:
-            return False
-        below: list[Any] = []
-        for v in level:
-            if isinstance(v, str):
-                continue  # most values
-            if isinstance(v, dict):
-                below.extend(v.values())
-            elif isinstance(v, (list, tuple)):
-                below.extend(v)
-        level = below
-    return True
-
-
-def required_of(schema: dict[str, Any]) -> list[str]:
-    req = schema.get("required")
-    return [r for r in req if isinstance(r, str)] if isinstance(req, list) else []
-
-
 def _description(schema: Any) -> str:
     return text_of(schema.get("description")) if isinstance(schema, dict) else ""
-
-
-def props_of(schema: dict[str, Any]) -> dict[str, Any]:
-    props = schema.get("properties")
-    if not isinstance(props, dict):
-        return {}
-    return {k: v for k, v in props.items() if isinstance(k, str)}
-
-
-def fields_of(obj: dict[str, Any]) -> dict[str, Any]:
-    """``properties``, then each key ``required`` names that no property defines, with the schema its value must
-    meet: ``additionalProperties`` when that is a schema and no ``patternProperties`` may judge the key instead,
-    else ``{}``. A server that requires a key it does not describe refuses every call without it."""
-    props = props_of(obj)
-    missing = [r for r in dict.fromkeys(required_of(obj)) if r not in props]
-    if not missing:
-        return props
-    extra = additional_of(obj)
-    value = extra if isinstance(extra, dict) and not _patterns_of(obj) else {}
-    return {**props, **dict.fromkeys(missing, value)}
-
-
-def is_open(obj: dict[str, Any]) -> bool:
-    """Whether an object schema with ``properties`` allows further keys by saying so: a non-empty
-    ``patternProperties``, or ``additionalProperties`` that is a schema or ``true`` (left out, it is
-    taken as closed, as nearly every schema writer means it)."""
-    extra = additional_of(obj)
-    return extra is True or isinstance(extra, dict) or bool(_patterns_of(obj))
-
-
-def additional_of(obj: dict[str, Any]) -> Any:
-    """``additionalProperties``, else ``unevaluatedProperties``: the same thing in an object schema without
-    subschemas (an ``allOf``'s ``unevaluatedProperties`` is read where its members are merged)."""
-    extra = obj.get("additionalProperties")
-    return obj.get("unevaluatedProperties") if extra is None else extra
-
-
-def _patterns_of(obj: dict[str, Any]) -> dict[str, Any]:
-    patterns = obj.get("patternProperties")
-    return {k: v for k, v in patterns.items() if isinstance(k, str)} if isinstance(patterns, dict) else {}
-
-
-def _speaks(scope: dict[str, Any]) -> bool:
-    """Whether an object schema says anything of keys beyond its properties (silent: it allows them)."""
-    return additional_of(scope) is not None or bool(_patterns_of(scope))
 
 
 def matches_nothing(schema: Any) -> bool:
     """Whether a schema no value meets: ``false``, or ``{"not": {}}``, which zod-to-json-schema writes as a branch of
     an ``anyOf`` for a value left out (``binNumber: anyOf [number, {"not": {}}, null]`` is a number or null)."""
     return schema is False or (isinstance(schema, dict) and (schema.get("not") == {} or schema.get("not") is True))
-
-
-_JSON_TYPES = frozenset({"string", "integer", "number", "boolean", "null", "array", "object"})
-
-
-def _json_types(schema: Any) -> set[str] | None:
-    """The JSON types a schema's ``type`` allows (``number`` includes ``integer``); None when it does not say."""
-    t = schema.get("type") if isinstance(schema, dict) else None
-    names = {t} if isinstance(t, str) else set(t) if isinstance(t, list) else None
-    if names is None or not names <= _JSON_TYPES:
-        return None
-    return names | {"integer"} if "number" in names else names
-
-
-def _constraint(schemas: list[Any]) -> Any:
-    """A schema every value must match: each of ``schemas`` (``{}``: none; several: their ``allOf``)."""
-    kept: dict[str, Any] = {}  # by canonical JSON: comparing each to each could take long
-    for s in schemas:
-        if s != {} and s is not True:
-            kept.setdefault(json.dumps(s, sort_keys=True, default=repr), s)
-    values = list(kept.values())
-    return {} if not values else values[0] if len(values) == 1 else {"allOf": values}
-
-
-def merged_extra_keys(scopes: list[dict[str, Any]], props: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """What an ``allOf``'s merged object allows beyond its properties, as keywords `extra_keys` reads, and
-    the properties it refuses.
-
-    ``scopes`` are the object schemas whose key rules the object must meet: each member, the ``allOf``'s own
-    keys, and its ``unevaluatedProperties`` (over every member's properties and patterns). A scope that says
-    nothing allows any key (JSON Schema); when none says anything the object is taken as closed, as `is_open`
-    takes an object that does not say. Otherwise a key beyond the properties is allowed only if every scope
-    that speaks allows it: a scope closed by ``additionalProperties: false`` closes the object, scopes open to
-    patterns only leave the patterns they all name, and value schemas add up as an ``allOf``. A property is
-    refused when a scope closed to every other key (no patterns) does not list it, or when a scope whose
-    ``additionalProperties`` schema it must meet instead allows none of its JSON types: JSON Schema's reading,
-    and the host's check (``jsonschema``) refuses such a key, so the stub leaves it out. Otherwise a property
-    keeps its own type (the other member's value schema is not intersected with it), and one outside a scope
-    with patterns is kept: matching a server's pattern here could take without bound (the host uses RE2).
-    """
-    speaking = [s for s in scopes if _speaks(s)]
-    if not speaking:
-        return {}, []
-    closed = [s for s in speaking if additional_of(s) is False and not _patterns_of(s)]
-    allowed = set(props).intersection(*(props_of(s) for s in closed))
-    # (own properties, JSON types of the value schema) of each scope whose schema the other keys must meet
-    typed = {
-        (frozenset(props_of(s)), frozenset(types))
-        for s in speaking
-        if isinstance(additional_of(s), dict) and not _patterns_of(s) and (types := _json_types(additional_of(s)))
-    }
-    refused = []
-    for k, sub in props.items():
-        own = _json_types(sub)
-        if k not in allowed or (own and any(k not in keys and not own & types for keys, types in typed)):
-            refused.append(k)
-    if closed:
-        return {"additionalProperties": False}, refused
-    values: list[Any] = []  # what every extra key's value must match
-    only: list[dict[str, Any]] = []  # the patterns of each scope open to patterned keys only
-    for s in speaking:
-        extra, patterns = additional_of(s), _patterns_of(s)
-        if isinstance(extra, dict):
-            values.append({"anyOf": [extra, *patterns.values()]} if patterns else extra)
-        elif extra is not True:
-            only.append(patterns)
-    if not only:
-        return {"additionalProperties": _constraint(values) or True}, refused
-    common = [p for p in only[0] if all(p in o for o in only[1:])]
-    return {
-        "additionalProperties": False,
-        "patternProperties": {p: _constraint([o[p] for o in only] + values) for p in common},
-    }, refused
 
 
 def _default_of(*schemas: Any) -> str | None:
