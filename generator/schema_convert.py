@@ -190,7 +190,7 @@ class Converter:
             key = _decode_pointer_token(token)
             if isinstance(node, dict) and key in node:
                 node = node[key]
-            elif isinstance(node, list) and key.isdigit() and int(key) < len(node):
+            elif isinstance(node, list) and key.isascii() and key.isdigit() and int(key) < len(node):  # not '²'
                 node = node[int(key)]
             else:
                 return None

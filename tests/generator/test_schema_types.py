@@ -230,6 +230,16 @@ def test_unresolvable_ref_becomes_any_with_a_warning_saying_why(ref: str, why: s
     assert f"$ref {ref!r} cannot be resolved ({why}); using Any" in "\n".join(warnings)
 
 
+@pytest.mark.parametrize("index", ["\u00b2", "\u0661", "\uff11"])
+def test_a_ref_whose_index_is_a_digit_that_is_not_ascii_points_at_nothing(index: str) -> None:
+    # Before: '²' passed str.isdigit and failed int(): "internal error while rendering (ValueError …); using the
+    # minimal stub", the whole tool's typed stub lost over one parameter.
+    schema = {"type": "object", "properties": {"a": {"$ref": f"#/$defs/b/anyOf/{index}"}, "c": {"type": "integer"}}}
+    types, _, warnings = _build({**schema, "$defs": {"b": {"anyOf": [{"type": "string"}, {"type": "integer"}]}}})
+    assert types == {"a": "Any", "c": "int"}
+    assert "it points at nothing in the schema); using Any" in "\n".join(warnings)
+
+
 def test_json_pointer_escapes_are_decoded() -> None:
     types, _, _ = _build(
         {"type": "object", "properties": {"a": {"$ref": "#/$defs/a~1b~0c"}}, "$defs": {"a/b~c": {"type": "integer"}}}
