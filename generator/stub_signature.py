@@ -265,7 +265,7 @@ def _base(member: str) -> str:
         return "str"
     if value in ("True", "False"):
         return "bool"
-    return "int" if value.lstrip("-").isdigit() else ""
+    return "int" if value.lstrip("-").isascii() and value.lstrip("-").isdigit() else ""
 
 
 def _key_of(typed_dict: str, key: str) -> str:

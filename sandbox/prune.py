@@ -286,7 +286,7 @@ def prune_containers(
     for container, labels in engine.container_labels(label).items():
         maker = labels.get(HOST_LABEL, "")
         host, _, pid = maker.rpartition(":")
-        if not live_too and host == here and pid.isdigit() and int(pid) > 0 and alive(int(pid)):
+        if not live_too and host == here and pid.isascii() and pid.isdigit() and int(pid) > 0 and alive(int(pid)):
             kept.add(maker)
         else:
             removed.append(container)

@@ -43,7 +43,7 @@ def _remove_stale_staging(dest: Path, beside: Path) -> int:
     prefix, removed = f".{dest.name}.incoming-", 0
     for stale in beside.glob(f"{glob.escape(prefix)}*"):
         pid = stale.name[len(prefix) :].partition("-")[0]
-        if pid.isdigit() and not alive(int(pid)):
+        if pid.isascii() and pid.isdigit() and not alive(int(pid)):
             shutil.rmtree(stale, ignore_errors=True)
             removed += 1
     return removed

@@ -507,7 +507,8 @@ def bounding(
         elif events:
             stream = response.stream  # the SDK bounds each event (`max_sse_event_size`)
         else:
-            if (length := response.headers.get("content-length", "")).isdigit() and int(length) > limit:
+            length = response.headers.get("content-length", "")
+            if length.isascii() and length.isdigit() and int(length) > limit:  # not '²', which int() refuses
                 problem = _too_large(limit)
             stream = _Bounded(response.stream, limit, problem)
         if problem is not None:

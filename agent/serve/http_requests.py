@@ -117,7 +117,7 @@ def _present(*counts: InFlight | None) -> list[InFlight]:
 
 def content_length(scope: Scope) -> int | None:
     value = Headers(scope=scope).get("content-length")
-    return int(value) if value is not None and value.strip().isdigit() else None
+    return int(value) if value is not None and value.strip().isascii() and value.strip().isdigit() else None
 
 
 async def read_body(receive: Receive, length: int | None) -> bytes:

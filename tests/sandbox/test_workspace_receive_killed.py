@@ -37,3 +37,17 @@ def test_a_save_with_nothing_unfinished_before_it_says_nothing_of_it(tmp_path: P
     (dest / "mine.txt").write_bytes(b"mine")
     saved = save(dest, restored(dest), {"mine.txt": b"mine"})
     assert not any("did not finish" in note for note in saved.notes)
+
+
+def test_a_folder_beside_named_like_a_staging_folder_with_a_digit_that_is_not_ascii_is_left_alone(
+    tmp_path: Path,
+) -> None:
+    # Before: '²' passed str.isdigit and int() raised ValueError, so every save into the folder failed.
+    dest = tmp_path / "ws"
+    dest.mkdir()
+    (dest / "mine.txt").write_bytes(b"mine")
+    other = tmp_path / ".ws.incoming-\u00b2-abcd1234"
+    other.mkdir()
+    saved = save(dest, restored(dest), {"mine.txt": b"mine", "new.txt": b"new"})
+    assert tree_of(dest) == {"mine.txt": b"mine", "new.txt": b"new"} and other.is_dir()
+    assert not any("did not finish" in note for note in saved.notes)
