@@ -221,7 +221,7 @@ class Runtime:
         return self.open()
 
     def __exit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
-        self.close()
+        self._close((t, e, tb))  # left by Ctrl-C: its pools are too (a server still at a call is signalled at once)
 
     def open(self) -> Runtime:
         """Start the server pool (servers themselves start on their first call)."""
@@ -579,6 +579,10 @@ class Runtime:
 
         From any thread: a sandbox still starting in another is stopped by that thread once it has started.
         """
+        self._close((None, None, None))
+
+    def _close(self, exc: tuple[type[BaseException] | None, BaseException | None, TracebackType | None]) -> None:
+        """`close`, the server pools left with ``exc``, why the runtime was."""
         if self._finalizer is not None:
             self._finalizer.detach()  # closed: nothing to warn of
         with self._handover:
@@ -598,7 +602,7 @@ class Runtime:
                 try:
                     for left in [*retiring, pool]:
                         if left is not None:
-                            left.__exit__(None, None, None)
+                            left.__exit__(*exc)
                 finally:
                     if self._audit is not None:
                         self._audit.close()

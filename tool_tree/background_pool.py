@@ -51,6 +51,8 @@ class _Loop:
         self.error: BaseException | None = None
         self.ended = False
         """`end` was called: a loop not yet running when it was ends as soon as it runs."""
+        self.interrupted = False
+        """The pool was left by an interrupt (Ctrl-C): its servers still at a call are signalled at once."""
 
     def run(self, make: Callable[[], ServerPool]) -> None:
         async def main() -> None:
@@ -63,6 +65,7 @@ class _Loop:
                     self.pool = pool
                     self.ready.set()
                     await self.stop.wait()
+                    pool._interrupted = self.interrupted
             finally:
                 self.pool = None
 
@@ -73,8 +76,10 @@ class _Loop:
         finally:
             self.ready.set()
 
-    def end(self) -> None:
-        """Tell the loop to stop the servers and end (from any thread; a no-op once it has ended)."""
+    def end(self, interrupted: bool = False) -> None:
+        """Tell the loop to stop the servers and end (from any thread; a no-op once it has ended); ``interrupted``: a
+        Ctrl-C stopped the pool's user."""
+        self.interrupted = interrupted
         self.ended = True
         if self.loop is not None and self.stop is not None:
             with contextlib.suppress(RuntimeError):  # the loop has closed already
@@ -221,8 +226,8 @@ class BackgroundPool:
         thread = self._thread
         if thread is None:
             return
-        if first:
-            self._running.end()
+        if first:  # left by Ctrl-C: a server still at a call (the one it stopped) is signalled at once
+            self._running.end(interrupted=len(exc) > 1 and isinstance(exc[1], KeyboardInterrupt))
         # A second leave (another thread's) returns, like the first, once the servers are stopped: before, at once.
         if thread is not threading.current_thread():  # the pool's own loop cannot wait for itself
             thread.join(timeout=60)

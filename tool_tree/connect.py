@@ -24,7 +24,7 @@ import hashlib
 import json
 import logging
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -130,9 +130,12 @@ class Connection:
         return 0 if self.listing is None else self.listing.more_left_out
 
 
+Hurry = Callable[[], bool] | None  # true at the close: a stdio server still at a call gets SIGTERM at once
+
+
 @asynccontextmanager
 async def connect(
-    server: ServerConfig, *, stderr: StderrLog | None = None, asks: InFlight | None = None
+    server: ServerConfig, *, stderr: StderrLog | None = None, asks: InFlight | None = None, hurry: Hurry = None
 ) -> AsyncIterator[Connection]:
     """Open a session to ``server``; the process (stdio) is stopped and reaped on exit.
 
@@ -168,11 +171,11 @@ async def connect(
                 encoding_error_handler="replace",
             )
             if stderr is None:
-                target = stdio_client(params, errlog=sys.stderr, name=server.name)
+                target = stdio_client(params, errlog=sys.stderr, name=server.name, hurry=hurry)
             elif LINEAR:
                 target = stdio_client(
                     params, name=server.name, stderr_sink=stderr.feed, on_exit=stderr.exited,
-                    on_unaddressed=stderr.unaddressed,
+                    on_unaddressed=stderr.unaddressed, hurry=hurry,
                 )  # fmt: skip
             else:  # the SDK's transport writes stderr to a file
                 target = stdio_client(params, errlog=stderr.file, name=server.name)

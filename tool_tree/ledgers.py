@@ -122,6 +122,10 @@ class Outstanding:
         if len(self._given_up) > GIVEN_UP_KEPT:
             self._given_up.popitem(last=False)
 
+    def unanswered(self) -> bool:
+        """Whether a request awaits its answer, in flight or given up on: its server may still be at work on it."""
+        return bool(self._in_flight or self._given_up)
+
     def lists_tools(self, request_id: types.RequestId) -> bool:
         """Whether ``request_id`` is a ``tools/list`` request whose answer is awaited."""
         return coerce_request_id(request_id) in self._listings

@@ -157,6 +157,9 @@ class ServerPool:
         self._tg: TaskGroup | None = None
         self._closing = False
         self._entered = False
+        self._interrupted = False
+        """Left by an interrupt (Ctrl-C): a stdio server still at a call gets SIGTERM as its stdin closes
+        (`tool_tree.stdio.stdio_client`), not after the SDK's 2 s of grace for it to leave."""
         self._home: object = None
         """The event loop that entered the pool: its sessions, streams and task group belong to it."""
 
@@ -178,6 +181,8 @@ class ServerPool:
         if self._tg is None:  # left already
             return
         self._closing = True
+        if isinstance(exc[1] if len(exc) > 1 else None, KeyboardInterrupt):
+            self._interrupted = True
         for slot in self._slots.values():
             if slot.stop is not None:
                 slot.stop.set()

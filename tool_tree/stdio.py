@@ -130,6 +130,7 @@ async def stdio_client(
     cpu: ReaderBudget | None = None,
     on_exit: Callable[[int], None] | None = None,
     on_unaddressed: Callable[[types.ErrorData], None] | None = None,
+    hurry: Callable[[], bool] | None = None,
 ) -> AsyncGenerator[TransportStreams, None]:
     """Spawns an MCP server subprocess and connects to it over stdin/stdout.
 
@@ -147,6 +148,8 @@ async def stdio_client(
     server ended. ``on_exit`` is called with the server's exit status (negative: the signal that ended it) when it
     ended on its own: its stdout ended and it exited within `_EXITED_WAIT`, before tooltree stopped it.
     ``on_unaddressed`` is given each error the server sent with the id null (an answer to no request it could name).
+    When ``hurry()`` is true at the close (its caller was interrupted: Ctrl-C) and a request still awaits the server's
+    answer (in flight, or given up on), the server gets SIGTERM as its stdin closes, not after the SDK's grace.
 
     Raises:
         OSError: If the server process cannot be spawned.
@@ -347,6 +350,12 @@ async def stdio_client(
                 await process.wait()
             if process.returncode is not None:
                 on_exit(process.returncode)
+        if hurry is not None and hurry() and outstanding.unanswered():
+            # Ctrl-C stopped the call it is still at: the SDK's grace (2 s) is for a server leaving at its stdin's
+            # end, which one busy with a call may never do. SIGTERM to its group as stdin closes, SIGKILL as below.
+            assert process.stdin, "Opened process is missing stdin"
+            await _close_pipe(process.stdin)
+            await _terminate_process_tree(process)
         await _stop_server_process(process)
         await _end_group(process)
         await anyio.to_thread.run_sync(end_marked, stray_mark)  # and those that left it (`setsid`)

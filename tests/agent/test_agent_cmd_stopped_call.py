@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mcp.client.stdio import PROCESS_TERMINATION_TIMEOUT
 
 from agent import Agent, read_transcript
 from agent.calls import MAX_CONCURRENT_TOOLS, NOT_RUN_STOPPED, STOPPED_WHILE_RUNNING, STOPPED_WITH_OUTPUT
@@ -46,12 +47,19 @@ def raw(tmp_path: Path) -> tuple[Path, Path]:
     """The raw server's tree (its config beside it, ``tooltree.yaml``) and the log it writes each call it takes to."""
     tree, _ = raw_server_tree(tmp_path, TOOLS)
     log = tmp_path / "calls.log"
-    (tmp_path / "raw.json").write_text(json.dumps({"pages": [TOOLS], "log_file": str(log)}), encoding="utf-8")
+    spec = {"pages": [TOOLS], "log_file": str(log), "log_signals": True}
+    (tmp_path / "raw.json").write_text(json.dumps(spec), encoding="utf-8")
     return tree, log
 
 
 def taken(log: Path) -> bool:
     return log.exists() and "called:sleep " in log.read_text(encoding="utf-8")
+
+
+def signalled(log: Path) -> float:
+    """When the server logged its SIGTERM (`time.monotonic`)."""
+    (line,) = [line for line in log.read_text(encoding="utf-8").splitlines() if line.startswith("sigterm ")]
+    return float(line.split()[1])
 
 
 def test_ctrl_c_during_a_native_call_counts_it_as_made_and_interrupted(
@@ -60,8 +68,8 @@ def test_ctrl_c_during_a_native_call_counts_it_as_made_and_interrupted(
     # Before: "tool_calls": 0, "tool_errors": 0, no tool record, though the server had taken the call.
     tree, log = raw
     transcript = tmp_path / "run.jsonl"
-    # A sleep of 120 s, the exit awaited 60 s at most: from the Ctrl-C to its exit the CLI ends the server (after the
-    # SDK's 2 s of grace for it to leave) and the run, 4.5 s on a loaded machine (before: 20 s against a 30 s sleep).
+    # A sleep of 120 s, the exit awaited 60 s at most: from the Ctrl-C to its exit the CLI ends the server and the run
+    # (4.5 s on a loaded machine while the server got the SDK's 2 s of grace to leave; before: 20 s for a 30 s sleep).
     api.add(reply(tool_use("raw__sleep", {"seconds": 120}, id="toolu_sleep"), usage=USAGE))
     argv = ["agent", "Sleep", "--config", str(tmp_path / "tooltree.yaml"), "--tree", str(tree), "--mode", "direct",
             "--json", "--quiet", "--transcript", str(transcript)]  # fmt: skip
@@ -74,7 +82,7 @@ def test_ctrl_c_during_a_native_call_counts_it_as_made_and_interrupted(
         while not taken(log) and proc.poll() is None:
             assert time.monotonic() < deadline, "the server never took the call"
             time.sleep(0.02)
-        started = time.monotonic()
+        started = time.monotonic()  # the clock the server logs by: system-wide
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=WAIT)
         took = time.monotonic() - started
@@ -89,6 +97,9 @@ def test_ctrl_c_during_a_native_call_counts_it_as_made_and_interrupted(
     (record,) = [r for r in records if r["type"] == "tool"]
     assert (record["name"], record["is_error"], record["interrupted"]) == ("raw__sleep", True, True)
     assert record["seconds"] > 0 and took < WAIT  # how long it ran until Ctrl-C; not the sleep's 120 s
+    # The server, still at the call Ctrl-C stopped, got SIGTERM as its stdin closed, before the SDK's grace (2 s from
+    # that close, so from the Ctrl-C too) could end: before, only after it.
+    assert signalled(log) - started < PROCESS_TERMINATION_TIMEOUT
     (answer,) = records[-2]["results"]  # tools_interrupted: the model is told as before
     assert answer["tool_use_id"] == "toolu_sleep" and texts(answer) == [STOPPED_WHILE_RUNNING]
     assert records[-1]["summary"] == {k: v for k, v in summary.items() if k != "transcript"}

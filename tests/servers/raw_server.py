@@ -28,12 +28,14 @@ SPEC keys (all optional):
     instructions: string
     ignore_unknown: true: a request of a method not named above gets no answer (an older server's way), logged
                "ignored:<method> <t>"
+    log_signals: true: SIGTERM is logged "sigterm <t>" before the server exits (status 0)
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -62,6 +64,8 @@ def main() -> None:
     with open(sys.argv[1], encoding="utf-8") as f:
         spec = json.load(f)
     log(spec, "start")
+    if spec.get("log_signals"):
+        signal.signal(signal.SIGTERM, lambda signum, frame: (log(spec, "sigterm"), os._exit(0)))
     if spec.get("pid_file"):
         with open(spec["pid_file"], "w", encoding="utf-8") as f:
             f.write(str(os.getpid()))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import _thread
 import asyncio
+import json
 import os
 import signal
 import sys
@@ -14,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mcp.client.stdio import PROCESS_TERMINATION_TIMEOUT
 
-from tests.support import in_a_fork, wait_until
+from tests.support import RAW_SERVER, in_a_fork, wait_until
 from tool_tree.config import ServerConfig
 from tool_tree.pool import BackgroundPool, PoolError
 
@@ -107,6 +109,45 @@ def test_ctrl_c_during_a_call_gives_the_call_up_on_the_pools_loop() -> None:
         helper.join(timeout=30)
         after = bg.call("media", "slow_echo", {"text": "next", "seconds": 0}, timeout=10)
         assert text(after) == "next", after
+
+
+def logged_sigterm(log: Path) -> float | None:
+    """When a raw server logged its SIGTERM (`time.monotonic`, system-wide), or None: it never got one."""
+    lines = [line for line in log.read_text(encoding="utf-8").splitlines() if line.startswith("sigterm ")]
+    return float(lines[0].split()[1]) if lines else None
+
+
+def test_a_pool_left_by_ctrl_c_signals_the_server_still_at_the_call_at_once_and_lets_an_idle_one_leave(
+    tmp_path: Path,
+) -> None:
+    # Before: the server still at the call Ctrl-C stopped got SIGTERM only after the SDK's 2 s of grace from its stdin's
+    # close (a server busy with a call may never leave at its stdin's end), and `tooltree agent` waited for it.
+    servers, logs = [], {}
+    for name in ("busy", "idle"):
+        logs[name] = tmp_path / f"{name}.log"
+        spec = tmp_path / f"{name}.json"
+        tools = [{"name": tool, "inputSchema": {"type": "object"}} for tool in ("sleep", "echo")]
+        spec.write_text(json.dumps({"pages": [tools], "log_file": str(logs[name]), "log_signals": True}), "utf-8")
+        servers.append(ServerConfig(name=name, command=sys.executable, args=(str(RAW_SERVER), str(spec))))
+    main = threading.main_thread().ident
+    assert main is not None
+    sent: list[float] = []
+
+    def interrupt_once_taken() -> None:
+        log = logs["busy"]
+        wait_until(lambda: log.exists() and "called:sleep " in log.read_text(encoding="utf-8"), "the call never came")
+        sent.append(time.monotonic())
+        signal.pthread_kill(main, signal.SIGINT)
+
+    helper = threading.Thread(target=interrupt_once_taken)
+    with pytest.raises(KeyboardInterrupt), BackgroundPool(servers) as bg:
+        bg.call("idle", "echo", {})
+        helper.start()
+        bg.call("busy", "sleep", {"seconds": 120})
+    helper.join(timeout=30)
+    signalled = logged_sigterm(logs["busy"])
+    assert signalled is not None and signalled - sent[0] < PROCESS_TERMINATION_TIMEOUT
+    assert logged_sigterm(logs["idle"]) is None  # it left at its stdin's end, as at any close
 
 
 def test_a_ctrl_c_that_lands_just_before_the_calls_wait_is_raised_at_once() -> None:
