@@ -161,6 +161,10 @@ def generate(
     ``on_writing`` once the run holds the tree's lock to write it, before it writes anything (not under ``check``);
     ``on_listing`` once ``out`` passed `check_out`, before the servers (or snapshots) are read.
 
+    The tree's own snapshots (``snapshots`` is ``out/snapshots``) are read, with the filters and descriptions its
+    manifest records, under the lock the run writes under: another run writing the tree meanwhile is waited for, and
+    its generation is the one rendered. Live servers are listed before the lock (listing is slow).
+
     A run in which every server failed writes nothing (``report`` is None): no tree without tools is made, and an
     existing tree is left as it was. A tree that would lose its last tool because its servers listed none keeps their
     stubs (each is reported failed); a server that lists none while others list tools loses its stubs with a
@@ -192,6 +196,9 @@ def generate(
         if not check:
             raise
         model = None
+    # The tree's own snapshots are read under the lock the run writes under (below): read before it, another run's
+    # generation written meanwhile (its snapshots, its filters) would be written over with the one before it.
+    own = snapshots if snapshots is not None and _own_snapshots(out, snapshots) else None
     # A run writing the tree now: judge the tree it leaves, not half of it.
     with tree_lock(out, shared=True, on_wait=on_wait):
         previous = load_previous(out)
@@ -209,33 +216,8 @@ def generate(
             on_server(outcome)
 
     if snapshots is not None:
-        own = tree_snapshot_files(out, snapshots, previous)
-        stored = read_snapshots(snapshots, own)
-        if config is None:
-            # Without a config, the filters and descriptions recorded in the tree still apply.
-            recorded = {s.name: s for s in previous.servers} if previous is not None else {}
-            chosen = [
-                ServerConfig(name=n, command="-", include=r.include, exclude=r.exclude, description=r.description)
-                if (r := recorded.get(n)) is not None
-                else ServerConfig(name=n, command="-")
-                for n in sorted(stored)
-                if not only or n in only
-            ]
-            missing_only = [n for n in only if n not in stored]
-            if missing_only:
-                raise ConfigError(f"no snapshot for server {quoted_name(missing_only[0])}", file=str(snapshots))
-        else:
-            chosen = select_servers(config, only)
-        for server in chosen:
-            data = stored.get(server.name)
-            if data is None:
-                record(ServerOutcome(server.name, "failed", error=f"no snapshot in {snapshots}"))
-                continue
-            info: dict[str, Any] = data["info"] if isinstance(data.get("info"), dict) else {}
-            tools = [t for t in data["tools"] if isinstance(t, dict)]
-            has_lists = _lists_recorded(data, own is not None, previous)
-            listings.append(_listing(server, tools, info, recorded_lists(data), has_lists))
-            record(ServerOutcome(server.name, "ok"))
+        if own is None:
+            _read_listings(config, out, snapshots, previous, only, listings, record)
     else:
         if config is None:
             raise ConfigError("a configuration is needed to connect to servers")
@@ -272,18 +254,17 @@ def generate(
         if cancel is not None:
             cancel.check()
 
-    if not check and outcomes and not listings:
-        # Every server failed: a new tree would hold no tool (served as if fine); write nothing, try again next run.
-        in_tree = {s.name for s in previous.servers} if previous is not None else set()
-        for o in outcomes:
-            o.kept_previous = o.name in in_tree
-        servers = sorted(outcomes, key=lambda o: o.name)
-        warnings, _ = unsaid_warnings(out)  # said again by the next run that writes the tree
-        return GenerateResult(out=out, servers=servers, warnings=warnings, seconds=time.perf_counter() - start)
-    if not check:
-        out.mkdir(parents=True, exist_ok=True)
-    # Another run may write this tree at the same time: take turns from reading the previous tree on.
+    if own is None:
+        if not check and outcomes and not listings:
+            return _none_listed(out, outcomes, previous, start)
+        if not check:
+            out.mkdir(parents=True, exist_ok=True)
     with tree_lock(out, shared=check, on_wait=on_wait):
+        if own is not None:  # a folder of the tree, which holds it already
+            previous = load_previous(out)
+            _read_listings(config, out, own, previous, only, listings, record)
+            if not check and outcomes and not listings:
+                return _none_listed(out, outcomes, previous, start)
         if on_writing is not None and not check:
             on_writing()
         _keep_failed_lists(out, listings, lists_failed)
@@ -306,6 +287,68 @@ def generate(
         forget_unsaid(out, said)  # the run's warnings will be given: a run stopped before leaves them to the next
     result.seconds = time.perf_counter() - start
     return result
+
+
+def _own_snapshots(out: Path, snapshots: Path) -> bool:
+    """Whether ``snapshots`` is the tree ``out``'s own snapshots folder (one a run writing the tree writes)."""
+    return snapshots.is_dir() and snapshots.resolve() == (out / SNAPSHOTS_DIR).resolve()
+
+
+def _read_listings(
+    config: Config | None,
+    out: Path,
+    snapshots: Path,
+    previous: Manifest | None,
+    only: Sequence[str],
+    listings: list[ServerListing],
+    record: Callable[[ServerOutcome], None],
+) -> None:
+    """The listing of each server chosen from the snapshots in ``snapshots`` into ``listings``, its outcome to
+    ``record``. Without a ``config``, every snapshot there, with the filters and description ``previous`` records.
+
+    Raises:
+        TreeError: ``snapshots`` is missing or holds a malformed file.
+        ConfigError: ``only`` names a server that is not configured, or (without a config) has no snapshot.
+        Exception: what ``record`` raised, as it raised it.
+    """
+    own = tree_snapshot_files(out, snapshots, previous)
+    stored = read_snapshots(snapshots, own)
+    if config is None:
+        # Without a config, the filters and descriptions recorded in the tree still apply.
+        recorded = {s.name: s for s in previous.servers} if previous is not None else {}
+        chosen = [
+            ServerConfig(name=n, command="-", include=r.include, exclude=r.exclude, description=r.description)
+            if (r := recorded.get(n)) is not None
+            else ServerConfig(name=n, command="-")
+            for n in sorted(stored)
+            if not only or n in only
+        ]
+        missing_only = [n for n in only if n not in stored]
+        if missing_only:
+            raise ConfigError(f"no snapshot for server {quoted_name(missing_only[0])}", file=str(snapshots))
+    else:
+        chosen = select_servers(config, only)
+    for server in chosen:
+        data = stored.get(server.name)
+        if data is None:
+            record(ServerOutcome(server.name, "failed", error=f"no snapshot in {snapshots}"))
+            continue
+        info: dict[str, Any] = data["info"] if isinstance(data.get("info"), dict) else {}
+        tools = [t for t in data["tools"] if isinstance(t, dict)]
+        has_lists = _lists_recorded(data, own is not None, previous)
+        listings.append(_listing(server, tools, info, recorded_lists(data), has_lists))
+        record(ServerOutcome(server.name, "ok"))
+
+
+def _none_listed(out: Path, outcomes: list[ServerOutcome], previous: Manifest | None, start: float) -> GenerateResult:
+    """The result of a run in which every server failed: a new tree would hold no tool (served as if fine), so
+    nothing is written, and the next run tries again."""
+    in_tree = {s.name for s in previous.servers} if previous is not None else set()
+    for o in outcomes:
+        o.kept_previous = o.name in in_tree
+    servers = sorted(outcomes, key=lambda o: o.name)
+    warnings, _ = unsaid_warnings(out)  # said again by the next run that writes the tree
+    return GenerateResult(out=out, servers=servers, warnings=warnings, seconds=time.perf_counter() - start)
 
 
 def _keep_failed_lists(out: Path, listings: list[ServerListing], failed: dict[str, set[str]]) -> None:

@@ -384,3 +384,127 @@ def test_a_run_stopped_before_its_manifest_says_so_when_another_run_wrote_one_af
         "tooltree: interrupted\ntooltree: the tree keeps its previous manifest (stubs written before the stop may be "
         "new); run `tooltree generate-tree` again to finish it\n"
     )
+
+
+# Reports b"w" when it finds the tree's lock held and waits for it.
+_WAITING_RUN = """
+import fcntl, os, sys
+from tooltree_cli.main import main
+
+report, flock = int(sys.argv[1]), fcntl.flock
+
+def hooked(fd, operation):
+    try:
+        return flock(fd, operation)
+    except BlockingIOError:
+        os.write(report, b"w")
+        raise
+
+fcntl.flock = hooked
+raise SystemExit(main(["generate-tree", *sys.argv[2:]]))
+"""
+
+
+class AnotherRun:
+    """`generate-tree` in another process, started when a test's hook says (`start`), once."""
+
+    def __init__(self, *args: str) -> None:
+        self.args = args
+        self.process: subprocess.Popen[bytes] | None = None
+        self._report = -1
+
+    def start(self) -> None:
+        """Start it; return once it has ended or waits for the tree's lock."""
+        if self.process is not None:
+            return
+        report_r, report_w = os.pipe()
+        self._report = report_r
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", _WAITING_RUN, str(report_w), *self.args, "--embeddings", "off"],
+            cwd=REPO, pass_fds=(report_w,), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        os.close(report_w)
+        wait_readable(self._report)  # b"w": it waits for the lock; b"": it ended
+
+    def finish(self) -> None:
+        """Let it end; fails unless it started and succeeded."""
+        assert self.process is not None, "never started"
+        _, err = self.process.communicate(timeout=60)
+        assert self.process.returncode == 0, err.decode()[-2000:]
+
+    def __enter__(self) -> AnotherRun:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._report >= 0:
+            os.close(self._report)
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.communicate()
+
+
+@pytest.mark.parametrize("change", ["new-tools", "filter"])
+def test_a_run_from_the_trees_own_snapshots_does_not_undo_a_generation_written_while_it_read_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: str
+) -> None:
+    # Before: `--from-snapshot` of the tree's own snapshots read them, and the filters the manifest records, with no
+    # lock held; another run's generation written meanwhile (new tools, or an exclude added) was then written over
+    # with the tree as it was before it, the other run's change silently undone.
+    import generator.generate as generate_module
+
+    out = tmp_path / "tree"
+    old = write_snapshots(tmp_path / "s0", "old")
+    generate(None, out, snapshots=old, embeddings="off")
+    if change == "new-tools":
+        other = AnotherRun("--from-snapshot", str(write_snapshots(tmp_path / "s1", "new")), "--out", str(out))
+        expected = {f"servers/alpha/new_{i}.py" for i in range(200)}
+    else:
+        config = tmp_path / "c.yaml"
+        config.write_text(f"servers:\n  alpha:\n    command: {json.dumps(sys.executable)}\n    exclude: ['old_1*']\n",
+                          encoding="utf-8")  # fmt: skip
+        other = AnotherRun("--config", str(config), "--from-snapshot", str(old), "--out", str(out))
+        expected = {f"servers/alpha/old_{i}.py" for i in range(200) if not str(i).startswith("1")}
+    read = generate_module.read_snapshots
+
+    def another_run_once_read(*args: Any, **kwargs: Any) -> Any:
+        stored = read(*args, **kwargs)
+        other.start()
+        return stored
+
+    monkeypatch.setattr(generate_module, "read_snapshots", another_run_once_read)
+    with other:
+        result = generate(None, out, snapshots=out / "snapshots", embeddings="off")
+        other.finish()
+    assert not result.failed
+    on_disk, listed = stubs_and_manifest(out)
+    assert on_disk == listed
+    assert listed.keys() == expected  # the other run's generation: it wrote last, or this one re-rendered it
+
+
+def test_a_run_from_the_trees_own_snapshots_reads_none_that_another_run_removes_meanwhile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: another run that removed server beta deleted its snapshot between this run's listing of the folder and
+    # its reading of the file: 'snapshots/beta.json: unreadable snapshot ([Errno 2] No such file or directory …)'.
+    from generator import snapshots
+
+    both = write_snapshots(tmp_path / "s0", "old")
+    beta = {"server": "beta", "info": {}, "tools": [{"name": "b", "inputSchema": {"type": "object"}}]}
+    (both / "beta.json").write_text(json.dumps(beta), encoding="utf-8")
+    out = tmp_path / "tree"
+    generate(None, out, snapshots=both, embeddings="off")
+    other = AnotherRun("--from-snapshot", str(write_snapshots(tmp_path / "s1", "new")), "--out", str(out))
+    read = snapshots._read
+
+    def another_run_before_beta(path: Path, *args: Any, **kwargs: Any) -> Any:
+        if path.name == "beta.json":
+            other.start()
+        return read(path, *args, **kwargs)
+
+    monkeypatch.setattr(snapshots, "_read", another_run_before_beta)
+    with other:
+        result = generate(None, out, snapshots=out / "snapshots", embeddings="off")
+        other.finish()
+    assert not result.failed
+    assert not (out / "servers/beta").exists() and not (out / "snapshots/beta.json").exists()
+    assert stubs_and_manifest(out)[1].keys() == {f"servers/alpha/new_{i}.py" for i in range(200)}
