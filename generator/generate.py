@@ -163,7 +163,8 @@ def generate(
 
     The tree's own snapshots (``snapshots`` is ``out/snapshots``) are read, with the filters and descriptions its
     manifest records, under the lock the run writes under: another run writing the tree meanwhile is waited for, and
-    its generation is the one rendered. Live servers are listed before the lock (listing is slow).
+    its generation is the one rendered. From snapshots elsewhere without a ``config``, the filters and descriptions
+    are those the manifest records under that lock. Live servers are listed before the lock (listing is slow).
 
     A run in which every server failed writes nothing (``report`` is None): no tree without tools is made, and an
     existing tree is left as it was. A tree that would lose its last tool because its servers listed none keeps their
@@ -265,6 +266,8 @@ def generate(
             _read_listings(config, out, own, previous, only, listings, record)
             if not check and outcomes and not listings:
                 return _none_listed(out, outcomes, previous, start)
+        elif snapshots is not None and config is None:  # a folder elsewhere, read before the lock
+            _as_recorded(listings, load_previous(out))
         if on_writing is not None and not check:
             on_writing()
         _keep_failed_lists(out, listings, lists_failed)
@@ -315,14 +318,7 @@ def _read_listings(
     stored = read_snapshots(snapshots, own)
     if config is None:
         # Without a config, the filters and descriptions recorded in the tree still apply.
-        recorded = {s.name: s for s in previous.servers} if previous is not None else {}
-        chosen = [
-            ServerConfig(name=n, command="-", include=r.include, exclude=r.exclude, description=r.description)
-            if (r := recorded.get(n)) is not None
-            else ServerConfig(name=n, command="-")
-            for n in sorted(stored)
-            if not only or n in only
-        ]
+        chosen = [_recorded(n, previous) for n in sorted(stored) if not only or n in only]
         missing_only = [n for n in only if n not in stored]
         if missing_only:
             raise ConfigError(f"no snapshot for server {quoted_name(missing_only[0])}", file=str(snapshots))
@@ -338,6 +334,22 @@ def _read_listings(
         has_lists = _lists_recorded(data, own is not None, previous)
         listings.append(_listing(server, tools, info, recorded_lists(data), has_lists))
         record(ServerOutcome(server.name, "ok"))
+
+
+def _recorded(name: str, previous: Manifest | None) -> ServerConfig:
+    """The server ``name`` with the filters and description the tree's manifest ``previous`` records for it."""
+    r = next((s for s in previous.servers if s.name == name), None) if previous is not None else None
+    if r is None:
+        return ServerConfig(name=name, command="-")
+    return ServerConfig(name=name, command="-", include=r.include, exclude=r.exclude, description=r.description)
+
+
+def _as_recorded(listings: list[ServerListing], previous: Manifest | None) -> None:
+    """Give each of ``listings`` the filters and description ``previous``, the manifest as the run writes over it,
+    records (`_recorded`): another run may have changed them since the snapshots were read."""
+    for listing in listings:
+        r = _recorded(listing.name, previous)
+        listing.include, listing.exclude, listing.description = r.include, r.exclude, r.description
 
 
 def _none_listed(out: Path, outcomes: list[ServerOutcome], previous: Manifest | None, start: float) -> GenerateResult:

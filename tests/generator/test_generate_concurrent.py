@@ -443,13 +443,13 @@ class AnotherRun:
             self.process.communicate()
 
 
-@pytest.mark.parametrize("change", ["new-tools", "filter"])
-def test_a_run_from_the_trees_own_snapshots_does_not_undo_a_generation_written_while_it_read_them(
+@pytest.mark.parametrize("change", ["new-tools", "filter", "filter-of-snapshots-elsewhere"])
+def test_a_run_from_snapshots_does_not_undo_a_generation_written_while_it_read_them(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: str
 ) -> None:
     # Before: `--from-snapshot` of the tree's own snapshots read them, and the filters the manifest records, with no
-    # lock held; another run's generation written meanwhile (new tools, or an exclude added) was then written over
-    # with the tree as it was before it, the other run's change silently undone.
+    # lock held (of snapshots elsewhere, the filters); another run's generation written meanwhile (new tools, or an
+    # exclude added) was then written over with the tree as it was before it, the other run's change silently undone.
     import generator.generate as generate_module
 
     out = tmp_path / "tree"
@@ -458,7 +458,7 @@ def test_a_run_from_the_trees_own_snapshots_does_not_undo_a_generation_written_w
     if change == "new-tools":
         other = AnotherRun("--from-snapshot", str(write_snapshots(tmp_path / "s1", "new")), "--out", str(out))
         expected = {f"servers/alpha/new_{i}.py" for i in range(200)}
-    else:
+    else:  # the second run's tools, those of the first run's snapshots, or of a copy of them elsewhere
         config = tmp_path / "c.yaml"
         config.write_text(f"servers:\n  alpha:\n    command: {json.dumps(sys.executable)}\n    exclude: ['old_1*']\n",
                           encoding="utf-8")  # fmt: skip
@@ -472,8 +472,9 @@ def test_a_run_from_the_trees_own_snapshots_does_not_undo_a_generation_written_w
         return stored
 
     monkeypatch.setattr(generate_module, "read_snapshots", another_run_once_read)
+    source = tmp_path / "s0" if change == "filter-of-snapshots-elsewhere" else out / "snapshots"
     with other:
-        result = generate(None, out, snapshots=out / "snapshots", embeddings="off")
+        result = generate(None, out, snapshots=source, embeddings="off")
         other.finish()
     assert not result.failed
     on_disk, listed = stubs_and_manifest(out)
