@@ -54,6 +54,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         ]
         if unmarked:
             raise pytest.UsageError(f"tests that use {fixture} lack @pytest.mark.{marker}: {', '.join(unmarked)}")
+    if any(item.path.parent != Path(__file__).parent for item in items):
+        # The SDK's stdio client binds ``errlog=sys.stderr`` when first imported: imported first by a test under
+        # capsys, it kept that test's capture (no fileno), and a later test's `mcp.Client` of a stdio server failed
+        # "fileno". Imported here, under pytest's own capture (a real file), it binds that for the whole run.
+        import mcp.client.stdio  # noqa: F401
 
 
 @pytest.fixture(scope="session")
