@@ -12,7 +12,8 @@ For every call from a script it:
    (``execution.taskSupport: "required"``): calls go out as plain ``tools/call`` requests;
 3. refuses a tool whose live definition no longer matches the schema hash it was generated
    from (a server that changed its tools since generation, possibly maliciously), checked at the tool's first call
-   and again after its server was started again;
+   and again after its server was started again or said its tools changed (its listing read again first:
+   `tool_tree.pool_relist`);
 4. validates the arguments against the tool's input schema on the host (`sandbox.argument_checks`) and returns the
    precise error to the script;
 5. enforces per-execution budgets (number of calls, bytes of results: a call is admitted while the results so far
@@ -159,9 +160,9 @@ class McpBridge(ToolBridge):
         self._stale = StaleTools(self.tree, self.manifest_version, self.stale)
         self._checks = ArgumentChecks(self.manifest, self._definition)
         """Each tool's validator and the session's host CPU for validation (`sandbox.argument_checks`)."""
-        self._verified: dict[tuple[str, str], int] = {}
-        """Tools whose live definition matched the manifest, and how many times their server had been started again
-        then (`ServerPool.restarts`): a server started again since is checked again."""
+        self._verified: dict[tuple[str, str], tuple[int, int]] = {}
+        """Tools whose live definition matched the manifest, and the `ServerPool.listed` of the listing that showed it:
+        a server started again since, or that said its tools changed since, is checked again."""
         self.script_asks: Callable[[str], Asker | None] | None = None
         """Who answers what a server asks during a call of the running script, by server (`tool_tree.server_asks`):
         set for an execution by a caller that can ask someone (`tooltree serve` with ``asks_from_scripts``); None:
@@ -390,7 +391,7 @@ class McpBridge(ToolBridge):
     ) -> tuple[dict[str, Any], int]:
         """The call itself; returns the result and its size as JSON text."""
         try:
-            if self.verify_live and self._verified.get((entry.server, entry.tool)) != self.pool.restarts(entry.server):
+            if self.verify_live and self._verified.get((entry.server, entry.tool)) != self.pool.listing(entry.server):
                 await self._verify(entry)
             result = await self.pool.call(entry.server, entry.tool, arguments, progress=progress, asker=asker)
         except ServerUnavailable as e:
@@ -424,13 +425,16 @@ class McpBridge(ToolBridge):
     async def _verify(self, entry: ToolEntry) -> None:
         """Compare the tool's live definition with the manifest's, at its first call and at its first call after its
         server was started again (before: at its first call alone, so a server that came back from a crash or a new
-        HTTP session listing another definition had its calls go out, checked against the old one).
+        HTTP session listing another definition had its calls go out, checked against the old one) or said its tools
+        changed (its listing read again first, `tool_tree.pool_relist`; before, a tool it renamed or removed was
+        checked against the listing of the session's start and its call answered by the server's "Unknown tool",
+        naming no tree to regenerate).
 
         Raises:
             ToolCallRefused: the server no longer lists the tool, lists it malformed, or lists another definition.
         """
-        restarts = self.pool.restarts(entry.server)  # before the listing: a restart meanwhile is checked next time
         live = await self.pool.live_tool(entry.server, entry.tool)
+        listed = self.pool.listed(entry.server)  # that listing's: one behind (a change meanwhile) is checked next time
         if live is None:
             if (reason := self.pool.malformed(entry.server, entry.tool)) is not None:
                 raise ToolCallRefused(
@@ -458,7 +462,7 @@ class McpBridge(ToolBridge):
                 f"`{self._regenerate()}`",
                 "tool_changed",
             )
-        self._verified[(entry.server, entry.tool)] = restarts
+        self._verified[(entry.server, entry.tool)] = listed
 
     def regenerated(self) -> bool:
         """Whether the tree's manifest file was replaced since the session's manifest was read from it (a

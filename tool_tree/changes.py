@@ -50,6 +50,9 @@ class Changes:
     prompts: int = 0
     resources: int = 0
     listener: Callable[[str], None] | None = None
+    heard: Callable[[str], None] | None = None
+    """Called with the list's kind after each of the three is counted, before ``listener`` (the pool's own: a server's
+    listing read again once it said its tools changed, `tool_tree.pool_relist`)."""
     missed: Callable[[], None] | None = None
     forgotten: Callable[[], None] | None = None
     updated: Callable[[str], None] | None = None
@@ -67,6 +70,8 @@ class Changes:
             self.prompts += 1
         else:
             self.resources += 1
+        if self.heard is not None:
+            self.heard(kind)
         if self.listener is not None:
             self.listener(kind)
 

@@ -57,6 +57,7 @@ from tool_tree.pool_forward import FORWARDED as FORWARDED
 from tool_tree.pool_forward import PING_TIMEOUT as PING_TIMEOUT
 from tool_tree.pool_forward import SDK_TIMEOUT_MARGIN as SDK_TIMEOUT_MARGIN
 from tool_tree.pool_forward import ProgressListener as ProgressListener
+from tool_tree.pool_relist import relisted
 from tool_tree.pool_settings import DEFAULT_CONCURRENCY as DEFAULT_CONCURRENCY
 from tool_tree.pool_settings import ChangeListener as ChangeListener
 from tool_tree.pool_settings import ResourceListener as ResourceListener
@@ -85,22 +86,22 @@ class ServerPool:
         start_jobs: servers starting at once at most (default: the number of cores).
         source: the config file the servers come from, named when a call runs out of a server's ``timeout``
             (default: a `Config`'s own file).
-        on_tools_changed: called with a server's name when, once its session is open and listed, the server says
-            its tools, prompts or resources changed (``notifications/tools/list_changed``, ``.../prompts/...``,
-            ``.../resources/...``: `tool_tree.changes.LISTS_CHANGED`); on the pool's event loop, so it must not
-            block. A listener with a parameter named ``kind`` is told which list changed too, as ``kind="tools"``,
-            ``"prompts"`` or ``"resources"`` (`ChangeListener`); one without it is called with the name alone. The
-            pool itself goes on with the listing it read (`tooltree serve` regenerates the tree, for prompts and
-            resources only when it offers them). Named for the tools, of which alone it was first told. It is also
-            told, as if the server had said each of its lists changed (one without ``kind`` once), when such a
-            notice may have been missed: an HTTP server's stream of unasked messages opened again after it was lost
-            (a 503, a connection refused), and a new session listed that replaced one that ended (a restart, a
-            session the server no longer knows); not on a server's first session. A server of the session-less
-            2026-07-28 protocol says a list changed only on a ``subscriptions/listen`` stream: the pool keeps one open
-            on each of its sessions while a listener is set (`tool_tree.listens`), told as if a list changed when it
-            opened after an attempt failed; a server that refuses it is not followed (said at debug) until a
-            subscription to a resource of it asks for the stream again (kept once opened; refused, the subscription
-            fails).
+        on_tools_changed: called with a server's name when, once its session is open and listed, the server says its
+            tools, prompts or resources changed (``notifications/tools/list_changed``, ``.../prompts/...``,
+            ``.../resources/...``: `tool_tree.changes.LISTS_CHANGED`); on the pool's event loop, so it must not block. A
+            listener with a parameter named ``kind`` is told which list changed too, as ``kind="tools"``, ``"prompts"``
+            or ``"resources"`` (`ChangeListener`); one without it is called with the name alone (`tooltree serve`
+            regenerates the tree, for prompts and resources only when it offers them). The pool itself, listener or not,
+            reads the server's tools again before it next checks one (`live_tool`). Named for the tools, of which alone
+            it was first told. It is also told, as if the server had said each of its lists changed (one without
+            ``kind`` once), when such a notice may have been missed: an HTTP server's stream of unasked messages opened
+            again after it was lost (a 503, a connection refused), and a new session listed that replaced one that ended
+            (a restart, a session the server no longer knows); not on a server's first session. A server of the
+            session-less 2026-07-28 protocol says a list changed only on a ``subscriptions/listen`` stream: the pool
+            keeps one open on each of its sessions while a listener is set (`tool_tree.listens`), told as if a list
+            changed when it opened after an attempt failed; a server that refuses it is not followed (said at debug)
+            until a subscription to a resource of it asks for the stream again (kept once opened; refused, the
+            subscription fails).
         on_resource_updated: called with a server's name and a URI when the server says the resource of that URI
             changed (``notifications/resources/updated``), for the URIs subscribed to through `request`
             (``resources/subscribe``) and not unsubscribed since; also once for each of them when such a notice may
@@ -267,7 +268,7 @@ class ServerPool:
         async with slot.lock:
             if slot.client is client and slot.stop is not None:
                 slot.stop.set()
-                slot.client = None
+                slot.client, slot.connection = None, None
                 slot.backoff.ended = reason if ended else None
                 slot.restarts += 1
                 followed = follow and bool(slot.subscribed) and not self._closing
@@ -327,15 +328,34 @@ class ServerPool:
         await self._ensure(slot)
         return slot.tools
 
+    def listing(self, server: str) -> tuple[int, int]:
+        """What changes when ``server``'s tools may have: how many times it was started again, and how many times it
+        said its tools changed (or may have said so unheard). A check of a tool against `live_tool` holds while this
+        is what `listed` was just after it."""
+        slot = self._slot(server)
+        return slot.restarts, slot.changed
+
+    def listed(self, server: str) -> tuple[int, int]:
+        """`listing` as of the listing `live_tool` reads: behind it when the server said its tools changed since that
+        listing was read (and reading it again failed, or the server said so again meanwhile)."""
+        slot = self._slot(server)
+        return slot.restarts, slot.listed_at
+
     async def live_tool(self, server: str, tool: str) -> dict[str, Any] | None:
-        """The tool's raw definition as the running server lists it now (None: not listed).
+        """The tool's raw definition as the running server lists it now (None: not listed): its listing is read again
+        first when the server said its tools changed since it was read (`tool_tree.pool_relist`), and a server whose
+        session ended since its last call is started again first (before: its listing before the end was read).
 
         Raises:
             UnknownServerError, ServerUnavailable, PoolError: as `call`.
         """
         self._check_loop()
         slot = self._slot(server)
-        await self._ensure(slot)
+        client = await self._ensure(slot)
+        if _closed(client):  # it ended since its last call: started again now, as its call would, and listed anew
+            await self._discard(slot, client, "its connection closed while no call was in flight")
+            client = await self._ensure(slot)
+        await relisted(slot, client)
         return next((t for t in slot.tools if t.get("name") == tool), None)
 
     def malformed(self, server: str, tool: str) -> str | None:

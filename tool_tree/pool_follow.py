@@ -201,7 +201,9 @@ def _may_have_changed(pool: ServerPool, slot: _Slot) -> None:
 
 def _missed(pool: ServerPool, slot: _Slot) -> None:
     """A notice of ``slot``'s server may have been missed (its stream of unasked messages opened again after it was
-    lost): tell both listeners, as if its lists and each resource subscribed to had changed."""
+    lost): tell both listeners, as if its lists and each resource subscribed to had changed; its listing is read again
+    before a tool of it is next checked (`tool_tree.pool_relist`)."""
+    slot.changed += 1
     _may_have_changed(pool, slot)
     for uri in sorted(slot.subscribed):
         _updated(pool, slot, uri)

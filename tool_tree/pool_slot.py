@@ -17,6 +17,7 @@ import anyio
 import mcp
 
 from tool_tree.config import ServerConfig
+from tool_tree.connect import Connection
 from tool_tree.held_values import Share
 from tool_tree.in_flight import InFlight
 from tool_tree.listens import Listening
@@ -45,6 +46,21 @@ class _Slot:
     starting: anyio.CancelScope | None = None
     """The start-up of its owner task while it runs (opening and listing): the pool's close cancels it."""
     in_flight: InFlight = field(default_factory=InFlight)
+    changed: int = 0
+    """The server's notices that its tools changed, on any of its sessions, and the times one may have been missed
+    (`tool_tree.pool_relist`): its listing is read again before a check of a tool against it when it is past
+    ``listed_at``."""
+    listed_at: int = 0
+    """``changed`` when the listing in ``tools`` was asked for."""
+    relisting: anyio.Lock = field(default_factory=anyio.Lock)
+    """Held while its listing is read again: the checks that find it behind meanwhile wait for that one listing."""
+    relisted: tuple[float, float] | None = None
+    """When its listing was last read again (`anyio.current_time`) and how long that took: the next waits for 9 times
+    as long, at most the server's ``timeout`` (`tool_tree.pool_relist.IDLE_PER_BUSY`)."""
+    relist_failed: int | None = None
+    """``restarts`` when reading its listing again last failed: said once a session (`tool_tree.pool_relist`)."""
+    connection: Connection | None = None
+    """The session in ``client``, with the tools its latest listing left out as malformed."""
     listed: bool = False
     """Whether a session of it was listed: a later one replaces it, and the server may list other tools then."""
     subscribed: set[str] = field(default_factory=set)

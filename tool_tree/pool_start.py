@@ -33,6 +33,7 @@ from tool_tree.http_errors import status_named
 from tool_tree.output_check import OutputCheck
 from tool_tree.pool_errors import PoolError, ServerUnavailable, _first, _reason, _told, _unavailable, upstream
 from tool_tree.pool_follow import _forgotten, _listen, _may_have_changed, _missed, _subscribe_again, _updated
+from tool_tree.pool_relist import heard
 from tool_tree.pool_settings import told_of
 from tool_tree.pool_slot import _client_of
 from tool_tree.starts import StartSlot
@@ -159,6 +160,8 @@ async def _own(pool: ServerPool, slot: _Slot, ready: anyio.Event, box: list[Base
                     # counted twice.
                     slot.tools = []
                     slot.share.release()
+                    conn.changes.heard = functools.partial(heard, slot)  # a change from now on may not be listed
+                    slot.listed_at = slot.changed
                     slot.tools = await list_tools_raw(conn.client, slot.share)
                     OutputCheck(slot.config.name, slot.tools).install(conn.client)  # bounded, off the loop
                     slot.left_out = {left.name: left.reason for left in conn.left_out if left.name}
@@ -174,7 +177,7 @@ async def _own(pool: ServerPool, slot: _Slot, ready: anyio.Event, box: list[Base
                     slot.starting = None
                     start.release()
                     if not pool._closing:  # closing began while this server started: stop now
-                        slot.client = conn.client
+                        slot.client, slot.connection = conn.client, conn
                         conn.changes.forgotten = functools.partial(_forgotten, pool, slot, conn.client)
                         conn.changes.ended = functools.partial(pool._ended_alone, slot, conn.client)
                         if conn.changes.unknown:  # its stream was answered 404 while it opened
@@ -190,7 +193,7 @@ async def _own(pool: ServerPool, slot: _Slot, ready: anyio.Event, box: list[Base
                         await stop.wait()
                 finally:
                     if slot.client is conn.client:
-                        slot.client = None
+                        slot.client, slot.connection = None, None
                     slot.in_flight.forget(conn.client)  # its URL elicitations told no more; its id may recur
                     await listened()
         if scope.cancelled_caught and not ready.is_set():
