@@ -13,8 +13,11 @@ A runtime dropped open (no ``with``, no `Runtime.close`) warns once, naming it (
 file does), when it is garbage-collected or at interpreter exit, and its sandbox and servers are stopped then; the
 pool and session it made warn nothing of their own for it (the user made neither).
 
-(Over 400 lines: one class whose opening, sandbox hand-over, closing and finaliser share its locks and what it
-holds open.)
+Its sandbox session (started on first use, replaced when it ended on its own, stopped with the servers kept) is
+`sandbox.runtime_sandbox`'s, which `Runtime` takes it from.
+
+(Over 400 lines: one class whose opening, following of a regenerated tree, direct calls, closing and finaliser share
+its locks and the server pools it holds open.)
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from sandbox.runtime_sandbox import _RuntimeSandbox
 from tool_tree.config import Config
 from tool_tree.tree import tree_lock
 
@@ -51,8 +55,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-_WHY_CHARS = 600
-"""Most characters of why a sandbox ended in the note that says it was replaced."""
 CLOSED = "the runtime is closed: open() it again (or use a new one) to call its tools or run scripts"
 """What a use of a closed runtime is told (`Runtime.call_tool`, `Runtime.bridge`, `Runtime.sandbox`)."""
 
@@ -107,7 +109,7 @@ def _unclosed(held: _Held, pid: int, tree: Path) -> None:
     )
 
 
-class Runtime:
+class Runtime(_RuntimeSandbox):
     """Live MCP sessions for the servers of a tree, the bridge to them, and one sandbox session.
 
     Args:
@@ -362,144 +364,6 @@ class Runtime:
         if bridge is None:  # closed by another thread meanwhile
             raise closed
         return bridge
-
-    @property
-    def sandbox(self) -> Sandbox:
-        """The session, started on first use (by one thread, when several ask at once).
-
-        A session whose sandbox ended on its own (`Sandbox.ended`: its container exited or was killed, the engine
-        restarted) is closed and replaced by a new one here, and `take_sandbox_note` says so once: before, every
-        later use failed with the first one's error, for as long as the runtime lived (a ``tooltree serve`` client
-        session: until the client restarted).
-
-        A sandbox started after a `generate-tree` regenerated the tree moves the runtime to the regenerated tree
-        (the class says how), and `take_sandbox_note` says that once too.
-
-        Raises:
-            SandboxError: the container could not be started (no engine, no image, ...), or in a fork.
-            TreeError: the regenerated tree's manifest cannot be read.
-        """
-        self._refuse_in_fork()
-        current = self._sandbox
-        if current is not None and current.ended is None:
-            return current
-        with self._sandbox_lock:
-            return self._start_sandbox()
-
-    @property
-    def running_sandbox(self) -> Sandbox | None:
-        """The session if one is started and has not ended (never starts one)."""
-        current = self._sandbox
-        return current if current is not None and current.ended is None else None
-
-    @property
-    def sandbox_ended(self) -> str | None:
-        """Why the sandbox this runtime started ended on its own (`Sandbox.ended`), until a use of `sandbox` replaces
-        it; None when none was started, one runs, or it was stopped (`stop_sandbox`, `close`). Never starts one."""
-        current = self._sandbox
-        return current.ended if current is not None else None
-
-    def take_sandbox_note(self) -> str:
-        """What the user of this runtime's sandbox should hear once: that it was replaced, and why ("" if not)."""
-        with self._handover:
-            note, self._sandbox_note = self._sandbox_note, ""
-        return note
-
-    def _retire(self, ended: Sandbox, why: str) -> None:
-        """Close a session whose sandbox ended, and keep the note that says a new one replaces it."""
-        from sandbox.errors import SandboxError
-
-        lost = "its variables, imports and workspace files are gone"
-        if ended.workspace is not None:
-            lost += " (the new one restores the workspace's host folder: what the old one wrote since its last save is"
-            lost += " lost)"
-        with self._handover:
-            if self._sandbox is ended:
-                self._sandbox = None
-                if self._held is not None:
-                    self._held.sandbox = None
-            self._sandbox_note = f"a new sandbox was started: the previous one ended ({why[:_WHY_CHARS]}); {lost}"
-        self.sandbox_replacements += 1
-        logger.warning("sandbox %s ended (%s); the next use starts a new one", ended.name, why)
-        with contextlib.suppress(SandboxError):  # nothing to save (its workspace cannot be read), only to remove
-            ended.close()
-
-    def _start_sandbox(self) -> Sandbox:
-        current = self._sandbox
-        if current is not None:
-            why = current.ended
-            if why is None:
-                return current
-            self._retire(current, why)
-        from sandbox.config import SandboxConfig
-        from sandbox.errors import SandboxError
-        from sandbox.session import Sandbox
-        from sandbox.start_problems import limit_problem, runtime_problem
-
-        if self._closed.is_set():  # before: "the runtime is closed" alone, not what to do
-            raise SandboxError(CLOSED)
-        own = self.sandbox_pool is None and self.sandbox_backend is None  # a backend that copies the tree as it is now
-        # Held while the container starts, so the tree it copies is the one the bridge was read from.
-        with tree_lock(self.tree, shared=True) if own else contextlib.nullcontext():
-            if own and self.bridge.regenerated():
-                followed = self._follow_tree()
-                with self._handover:
-                    self._sandbox_note = "; ".join(filter(None, [self._sandbox_note, followed]))
-            bridge = self.bridge
-            loop = self._running_loop()
-            if self.sandbox_pool is not None:
-                settings = self.sandbox_pool.backend.config
-            elif self.sandbox_backend is not None:
-                settings = self.sandbox_backend.config
-            else:
-                settings = self.sandbox_config or SandboxConfig.from_config(self.config)
-            try:
-                if self.sandbox_pool is not None:
-                    session = self.sandbox_pool.acquire(tools=bridge, workspace=self.workspace, tool_loop=loop)
-                else:  # ``config`` makes the backend when none is given
-                    session = Sandbox(
-                        self.sandbox_backend, config=settings, tree=self.tree, tools=bridge, tool_loop=loop,
-                        workspace=self.workspace,
-                    )  # fmt: skip
-                    session.start()
-            except SandboxError as e:
-                named = runtime_problem(e, settings.runtime, self.config) or limit_problem(e, self.config)
-                if named is not None:
-                    raise named from e
-                raise
-        with self._handover:
-            if not self._closed.is_set():
-                self._sandbox = session
-                if self._held is not None:
-                    _adopt(session)
-                    self._held.sandbox = session
-                return session
-        # `close` ran while the container started (a client that left meanwhile): nobody else would stop it
-        session.close()
-        raise SandboxError("the runtime was closed while its sandbox started")
-
-    def stop_sandbox(self) -> bool:
-        """Stop the sandbox and keep the servers: the workspace is saved (when one was given) and the container
-        removed; the next use of `sandbox` starts a new one, which restores the workspace. False: none was running
-        (or the runtime is closed). A use of `sandbox` from another thread meanwhile waits for the save first.
-
-        Raises:
-            WorkspaceError: the save failed (the container is removed all the same, as by `close`).
-        """
-        with self._sandbox_lock:  # `sandbox` starts the next one only once this one's workspace is saved
-            with self._handover:
-                sandbox = self._sandbox
-                if sandbox is None or self._closed.is_set():
-                    return False
-                self._sandbox = None
-                if self._held is not None:
-                    self._held.sandbox = None
-            sandbox.close()
-            return True
-
-    @property
-    def sandbox_started(self) -> bool:
-        return self._sandbox is not None
 
     def call_tool(
         self,
