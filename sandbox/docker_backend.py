@@ -19,7 +19,9 @@ the same code works with a local engine, Docker Desktop or a remote ``DOCKER_HOS
 next (before, owners shared it under its first maker's label, and B copied the tree again after A's prune).
 The copies of trees a backend took before its current one (`DockerBackend.refresh_tree`) are removed once no
 container mounts them; a start that finds its copy removed meanwhile, by that or by a prune, copies the tree again
-(`sandbox.session.open_channel`).
+(`sandbox.session.open_channel`). Each container says which generation of the tree its copy holds (the version of the
+manifest file read with the copy: `DockerConnection.tree_manifest`), so that a runtime can start another when it is
+not the one its calls are checked against (`sandbox.host.Runtime`).
 
 Over 400 lines: a container's whole life on the engine (start, checks, channel, removal, tree volumes).
 """
@@ -45,6 +47,7 @@ from sandbox.errors import EngineError, EngineUnavailableError, HardeningError, 
 from sandbox.hardening import HOST_LABEL, OWNER_LABEL, check_hardening, check_process_status, container_spec
 from sandbox.image import ensure_image, session_image
 from sandbox.in_force import check_in_force, tree_incomplete
+from sandbox.stored_definitions import manifest_version
 from sandbox.sweep import sweep_once
 from sandbox.tree_pack import pack_tree, tree_fingerprint
 from tool_tree.regenerate import regenerate_command
@@ -99,6 +102,9 @@ class DockerConnection:
         """The container is dead, or its output ended (whichever is known first)."""
         self.exit_status: str | None = None
         """The container's exit status as the engine reported it (None while it runs)."""
+        self.tree_manifest: tuple[int, ...] | None = None
+        """The version of the manifest file (`sandbox.stored_definitions.manifest_version`) of the tree whose copy the
+        container mounts, as `DockerBackend` read it with the copy; None: no tree, or not known."""
         self.out_of_memory = False
         """Whether the engine reported the container out of memory before it died."""
         self._removed = False
@@ -259,6 +265,9 @@ class DockerBackend(SandboxBackend):
         once no container uses them (`_remove_superseded`)."""
         self._starting: list[str | None] = []
         """The tree volume of each start under way until its container is made (`launch`): not removed meanwhile."""
+        self._tree_manifests: dict[str, tuple[int, ...]] = {}
+        """The version of the tree's manifest file each tree volume holds, read under the tree's lock with its copy
+        (`_ensure_tree_volume`): a sandbox says which tree it mounts (`DockerConnection.tree_manifest`)."""
         self._superseded_lock = threading.Lock()
         """Guards ``_superseded`` and ``_starting``; never held across an engine call (``_lock`` is, for as long as a
         tree's copy)."""
@@ -353,11 +362,13 @@ class DockerBackend(SandboxBackend):
         # `generate-tree` may be rewriting the tree: wait for it, and read one whole generation.
         with tree_lock(tree, shared=True):
             # Named with FILL_VERSION too: a record made before it changed names a volume that is not used again.
+            manifest = manifest_version(tree)  # of the generation copied, or found copied
             owned = self._owned(tree_fingerprint(tree).encode())[:24]
             known = self._tree_record = f"{TREE_KNOWN_PREFIX}{FILL_VERSION.decode().strip()}-{owned}"
             labels = self.docker.volume_labels(known)
             name = (labels or {}).get(TREE_VOLUME_LABEL, "")
             if name.startswith(TREE_VOLUME_PREFIX) and self.docker.volume_exists(name):
+                self._tree_manifests[name] = manifest
                 return name
             if labels is not None:
                 # Its volume is gone (removed alone): a copy into a new volume of that name that is cut short must
@@ -366,6 +377,7 @@ class DockerBackend(SandboxBackend):
             data = pack_tree(tree)
         name = self._fill_tree_volume(data, tree)
         self.docker.create_volume(known, {OWNER_LABEL: self.config.owner, TREE_VOLUME_LABEL: name})
+        self._tree_manifests[name] = manifest
         return name
 
     def _owned(self, data: bytes) -> str:
@@ -440,7 +452,9 @@ class DockerBackend(SandboxBackend):
             volume = self.tree_volume
             self._starting.append(volume)
         try:
-            return self._launch(session_id, volume)
+            connection = self._launch(session_id, volume)
+            connection.tree_manifest = self._tree_manifests.get(volume) if volume is not None else None
+            return connection
         finally:
             with self._superseded_lock:
                 self._starting.remove(volume)

@@ -151,6 +151,10 @@ class Runtime(_RuntimeSandbox):
     its own (no ``sandbox_pool``, no ``sandbox_backend``), runs the regenerated tree, and the runtime moves to it then:
     a new bridge of its manifest and a new server pool, said once by `take_sandbox_note` (`_follow_tree`). Before, that
     sandbox's stubs were the regenerated tree's while its bridge checked calls against the manifest read at `open`.
+    A sandbox of a ``sandbox_pool`` or ``sandbox_backend`` that mounts a copy of the tree of another generation than
+    the bridge's manifest (a regeneration the pool or backend was not yet given, or one it was given after `open`) is
+    destroyed before it runs anything and another started once the two agree
+    (`sandbox.runtime_sandbox._RuntimeSandbox._on_the_bridges_tree`).
 
     A runtime serves the process that opened it: in a fork of that process, its calls, ``bridge``, ``sandbox``
     and ``open`` raise `SandboxError` saying so (the child has no copy of the server pool's thread).
@@ -364,6 +368,13 @@ class Runtime(_RuntimeSandbox):
         if bridge is None:  # closed by another thread meanwhile
             raise closed
         return bridge
+
+    @property
+    def on_tree_now(self) -> bool:
+        """Whether the runtime is open on the tree's manifest as it is on disk now: False once a `generate-tree`
+        replaced it, or while closed. Never opens it."""
+        bridge = self._bridge
+        return bridge is not None and not bridge.regenerated()
 
     def call_tool(
         self,

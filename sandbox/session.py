@@ -271,6 +271,15 @@ class Sandbox(_Executions, _WorkspaceFiles):
         return self._channel.connection.name if self._channel else ""
 
     @property
+    def tree_manifest(self) -> tuple[int, ...] | None:
+        """The version of the manifest file (`sandbox.stored_definitions.manifest_version`) of the tree whose copy its
+        container mounts, when its backend says (`sandbox.docker_backend.DockerConnection.tree_manifest`); None before
+        `start`, or when not known."""
+        channel = self._channel
+        mounted = getattr(channel.connection, "tree_manifest", None) if channel is not None else None
+        return tuple(mounted) if mounted is not None else None
+
+    @property
     def ended(self) -> str | None:
         """Why this session can run nothing more, when its sandbox ended without `close` or `kill`: its container
         exited or was killed (past ``sandbox.memory`` under gVisor, ``docker kill``), the engine restarted, it broke

@@ -84,6 +84,7 @@ INSTRUCTIONS_BEFORE = (
     "parameters): read servers/INDEX.md and a tool's stub for what is there now"
 )
 """The note of the session that replaces one opened before the tree was regenerated that had started no sandbox
-(`agent.serve.sessions.SessionRegistry.use`). Before, its first result said nothing: a model that called a tool as the
-instructions of its handshake named it (one the regeneration removed, or with the parameters of before) had the import
-or the call fail with no word of why."""
+(`agent.serve.sessions.SessionRegistry.use`), and of one that opened on the regenerated tree before serve refreshed
+(`agent.serve.sessions.SessionRegistry._keep_tree`). Before, its first result said nothing: a model that called a tool
+as the instructions of its handshake named it (one the regeneration removed, or with the parameters of before) had the
+import or the call fail with no word of why."""

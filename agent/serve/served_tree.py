@@ -65,7 +65,8 @@ class _ServedTree:
     def reload_tree(self, read: tuple[tuple[int, ...], Manifest] | None = None) -> None:
         """Read the tree again after it was regenerated: client sessions that start from now on get its instructions
         and a sandbox that mounts it (warm ones started before are replaced). A session opened before, at its next
-        call: without a sandbox yet, it is replaced by a new one; with one, it keeps its tree and is told so. The
+        call: without a sandbox yet, it is replaced by a new one; with one, it keeps its tree and is told so (one opened
+        on the regenerated tree already is told its client's instructions are of the tree before). The
         four tools of code mode never change; the servers' prompts and resources offered are the tree's now (sessions
         that listed them are told when they changed), and so are the passthrough tools' definitions
         (`Passthrough.reload`: when what they offer changed, each client that listed the tools is sent

@@ -203,8 +203,14 @@ class SessionRegistry:
 
     def _keep_tree(self, session: ClientSession) -> None:
         """A session opened before the tree was regenerated whose sandbox runs, at a call that finds it idle: it goes
-        on with the tree its sandbox mounted and is told so once."""
+        on with the tree its sandbox mounted and is told so once. One whose runtime opened on the regenerated tree (a
+        `generate-tree` that ended between serve's look at the tree and the session's opening: its sandbox mounts that
+        tree too, `sandbox.runtime_sandbox`) runs on it: it is told that the instructions of its client's handshake
+        are of the tree before (before: that it kept the tree it started with, which it never had)."""
         session.tree_generation = self.tree_generation
+        if session.runtime.on_tree_now:
+            session.note = "; ".join(filter(None, [session.note, INSTRUCTIONS_BEFORE]))
+            return
         session.stale_tree = True
         folder = session.runtime.workspace
         stale = STALE_TREE if folder is None else STALE_TREE_RENEWED.format(folder=folder)

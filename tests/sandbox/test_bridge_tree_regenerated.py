@@ -15,6 +15,7 @@ container.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import sys
@@ -27,7 +28,9 @@ import pytest
 from agent.toolsets.direct import DirectToolset
 from sandbox import SandboxConfig
 from sandbox.bridge import ToolCallRefused
+from sandbox.docker_backend import DockerBackend
 from sandbox.host import Runtime
+from sandbox.pool import SandboxPool
 from tests.docker_cli import EngineWithCLI
 from tests.support import sample_config_yaml, wait_until
 from tool_tree.config import load_config
@@ -199,3 +202,64 @@ def test_a_call_tool_under_way_when_the_runtime_moves_to_the_regenerated_tree_en
     assert len(outcome) == 1 and isinstance(outcome[0], dict) and not outcome[0].get("isError"), outcome
     assert "waited 5 s" in str(outcome[0]["content"]), outcome  # not 'the runtime was closed during the call'
     assert not after.get("isError"), after
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("shared", ["backend", "pool"])
+def test_a_runtime_opened_on_a_tree_regenerated_before_its_shared_sandboxes_took_it_runs_the_tree_it_checks_against(
+    tmp_path: Path, test_config: SandboxConfig, docker_engine: EngineWithCLI, shared: str
+) -> None:
+    # `tooltree serve`: a generate-tree that ends between a call's look at the manifest and its session's opening.
+    # Before: the session's bridge read release 2's manifest while its sandbox, of the backend or warm pool every
+    # session shares (which serve had not yet told of the regeneration), mounted release 1's copy: its stubs lacked
+    # export_records, and update_record called as they read was refused by the check of release 2's parameters.
+    config, version, tree = evolving(tmp_path)
+    backend = DockerBackend(test_config, tree=tree)
+    pool = SandboxPool(size=1, config=test_config, tree=tree) if shared == "pool" else None
+    with pool or contextlib.nullcontext():
+        if pool is not None:
+            pool.wait_ready()  # started on release 1
+        else:
+            backend.prepare()  # release 1 copied
+        version.write_text("2", encoding="utf-8")
+        generate(config, tree)
+        shared_backend = None if pool is not None else backend
+        with Runtime(load_config(config), tree, sandbox_pool=pool, sandbox_backend=shared_backend) as runtime:
+            result = runtime.sandbox.execute(UPDATE_AS_STUBS_SAY)
+            old = runtime.sandbox.execute(
+                "from servers.evo import update_record\nupdate_record(record_id='r', note='n')"
+            )
+    assert result.error is None, (result.error, result.tool_calls)
+    assert result.stdout.splitlines() == [
+        "['limit', 'mode', 'record_id', 'status', 'tags']",
+        "update_record ran in release 2 (record_id, status)",
+        "export_records ran in release 2 ()",
+    ]
+    assert old.error is not None and "note" in old.error, old  # the stub of release 2 has no note
+
+
+@pytest.mark.docker
+def test_a_runtime_whose_shared_backend_took_a_regenerated_tree_before_its_sandbox_started_moves_to_that_tree(
+    tmp_path: Path, test_config: SandboxConfig, docker_engine: EngineWithCLI
+) -> None:
+    # `tooltree serve`: the tree refreshed between a session's opening and the start of its sandbox. Before: the
+    # sandbox mounted release 2's copy while the bridge checked its calls against release 1's manifest: update_record
+    # as its stub read was refused, 'the regenerated tree holds another definition of it'.
+    config, version, tree = evolving(tmp_path)
+    backend = DockerBackend(test_config, tree=tree)
+    backend.prepare()
+    with Runtime(load_config(config), tree, sandbox_backend=backend) as runtime:
+        runtime.call_tool("evo", "get_record", {"record_id": "r1"})  # opened, its server listing release 1
+        version.write_text("2", encoding="utf-8")
+        generate(config, tree)
+        assert backend.refresh_tree()  # as serve does when it sees the regeneration
+        result = runtime.sandbox.execute(UPDATE_AS_STUBS_SAY)
+        note = runtime.take_sandbox_note()
+        direct = runtime.call_tool("evo", "update_record", {"record_id": "r1", "status": "done"})
+    assert result.error is None, (result.error, result.tool_calls)
+    assert result.stdout.splitlines()[1:] == [
+        "update_record ran in release 2 (record_id, status)",
+        "export_records ran in release 2 ()",
+    ]
+    assert "this sandbox runs the regenerated tree" in note, note
+    assert not direct.get("isError"), direct
