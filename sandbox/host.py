@@ -227,7 +227,7 @@ class Runtime(_RuntimeSandbox):
         return self.open()
 
     def __exit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
-        self._close((t, e, tb))  # left by Ctrl-C: its pools are too (a server still at a call is signalled at once)
+        self.close(interrupted=isinstance(e, KeyboardInterrupt))
 
     def open(self) -> Runtime:
         """Start the server pool (servers themselves start on their first call)."""
@@ -449,15 +449,14 @@ class Runtime(_RuntimeSandbox):
         if retired is not None:
             retired.close()
 
-    def close(self) -> None:
+    def close(self, *, interrupted: bool = False) -> None:
         """Save the workspace (when one was given), stop the sandbox and the servers.
 
-        From any thread: a sandbox still starting in another is stopped by that thread once it has started.
+        ``interrupted``: Ctrl-C stopped the runtime's user (as when it leaves the runtime's ``with``): a stdio server
+        still at a call (the one stopped, or one given up on unanswered) gets SIGTERM as its stdin closes, not after
+        the 2 s of grace a server is given to leave on its own. From any thread: a sandbox still starting in another
+        is stopped by that thread once it has started.
         """
-        self._close((None, None, None))
-
-    def _close(self, exc: tuple[type[BaseException] | None, BaseException | None, TracebackType | None]) -> None:
-        """`close`, the server pools left with ``exc``, why the runtime was."""
         if self._finalizer is not None:
             self._finalizer.detach()  # closed: nothing to warn of
         with self._handover:
@@ -477,7 +476,7 @@ class Runtime(_RuntimeSandbox):
                 try:
                     for left in [*retiring, pool]:
                         if left is not None:
-                            left.__exit__(*exc)
+                            left.close(interrupted=interrupted)
                 finally:
                     if self._audit is not None:
                         self._audit.close()

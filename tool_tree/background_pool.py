@@ -209,12 +209,17 @@ class BackgroundPool:
         self._finalizer = weakref.finalize(self, _unclosed, running, self._pid, names or "none")
         return self
 
-    def close(self) -> None:
+    def close(self, *, interrupted: bool = False) -> None:
         """Stop the servers and the pool's loop, as leaving its ``with`` does (from any thread, any number of times:
-        each returns once the servers are stopped; a no-op before the pool ran)."""
-        self.__exit__(None, None, None)
+        each returns once the servers are stopped; a no-op before the pool ran). ``interrupted``: Ctrl-C stopped the
+        pool's user, as when a KeyboardInterrupt leaves the ``with``: a stdio server still at a call (the one stopped,
+        or one given up on unanswered) gets SIGTERM at once as its stdin closes."""
+        self._leave(interrupted)
 
     def __exit__(self, *exc: object) -> None:
+        self._leave(len(exc) > 1 and isinstance(exc[1], KeyboardInterrupt))
+
+    def _leave(self, interrupted: bool) -> None:
         if self._finalizer is not None:
             self._finalizer.detach()  # closed: nothing to warn of
         with self._state_lock:
@@ -227,7 +232,7 @@ class BackgroundPool:
         if thread is None:
             return
         if first:  # left by Ctrl-C: a server still at a call (the one it stopped) is signalled at once
-            self._running.end(interrupted=len(exc) > 1 and isinstance(exc[1], KeyboardInterrupt))
+            self._running.end(interrupted=interrupted)
         # A second leave (another thread's) returns, like the first, once the servers are stopped: before, at once.
         if thread is not threading.current_thread():  # the pool's own loop cannot wait for itself
             thread.join(timeout=60)

@@ -428,7 +428,9 @@ def execute(
                 unsaved: str | None = None
                 with FinishTheSave() as stop:
                     try:
-                        rt.close()  # saves the workspace
+                        # Saves the workspace. After the first Ctrl-C (the script stopped), a server still at the
+                        # script's call gets SIGTERM at once: before, the 2 s of grace given to an idle one.
+                        rt.close(interrupted=result.cancelled)
                     except WorkspaceError as e:
                         unsaved = str(e)
                     except KeyboardInterrupt:  # a second Ctrl-C (or SIGTERM) quit the save

@@ -1,5 +1,6 @@
 """Ctrl-C during `tooltree exec`, in a real `tooltree exec` process with a real container: the first one stops
-the script and prints what it did until then; a second one quits at once. Neither leaves a container."""
+the script and prints what it did until then, and a server still at the script's call is signalled at once; a second
+one quits at once. Neither leaves a container."""
 
 from __future__ import annotations
 
@@ -15,9 +16,10 @@ from pathlib import Path
 from typing import IO
 
 import pytest
+from mcp.client.stdio import PROCESS_TERMINATION_TIMEOUT
 
 from tests.docker_cli import EngineWithCLI
-from tests.support import sample_project
+from tests.support import raw_server_tree, sample_project
 
 WAIT = 60.0
 """Seconds any one step may take at most (a container start on a busy machine included)."""
@@ -190,4 +192,42 @@ def test_a_second_ctrl_c_quits_at_once_prints_what_the_script_did_and_leaves_no_
         assert "to stderr\n" in err and "  call crm.list_leads  ok  " in err
         assert "tooltree: the script's end was not reported (the output above is what it sent before) · 1 tool" in err
         assert "tooltree: error" not in err
+    assert docker_engine.owned(owner) == []
+
+
+SLEEP = [{"name": "sleep", "inputSchema": {"type": "object", "properties": {"seconds": {"type": "number"}}}}]
+
+
+@pytest.mark.docker
+def test_ctrl_c_during_a_tool_call_signals_the_server_still_at_it_at_once(
+    docker_engine: EngineWithCLI, owner: str, tmp_path: Path
+) -> None:
+    # Before: the first Ctrl-C stopped the script, then the runtime closed as after any run, so the server, still at
+    # the call the script had made, got SIGTERM only after the 2 s of grace from its stdin's close given to a server
+    # to leave on its own, which one busy with a call never does: `exec` waited for it (3.0 s from Ctrl-C to exit on
+    # a quiet machine, now 0.6 s).
+    tree, _ = raw_server_tree(tmp_path, SLEEP)
+    log = tmp_path / "calls.log"
+    spec = {"pages": [SLEEP], "log_file": str(log), "log_signals": True}
+    (tmp_path / "raw.json").write_text(json.dumps(spec), encoding="utf-8")
+    script = "from servers.raw import sleep\nsleep(seconds=120)\n"
+    proc = _start(owner, "-c", script, "--config", str(tmp_path / "tooltree.yaml"), "--tree", str(tree))
+    try:
+        deadline = time.monotonic() + WAIT
+        while not (log.exists() and "called:sleep " in log.read_text(encoding="utf-8")):
+            assert proc.poll() is None, f"tooltree exec ended first: {proc.communicate()}"
+            assert time.monotonic() < deadline, "the server never took the call"
+            time.sleep(0.02)  # a poll of the server's log, bounded by the deadline
+        started = time.monotonic()  # the clock the server logs by: system-wide
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=WAIT)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == 130, err
+    assert "  call raw.sleep  error: cancelled: " in err
+    (signalled,) = [
+        float(line.split()[1]) for line in log.read_text(encoding="utf-8").splitlines() if "sigterm " in line
+    ]
+    assert signalled - started < PROCESS_TERMINATION_TIMEOUT  # before: only once the grace, from after it, had ended
     assert docker_engine.owned(owner) == []

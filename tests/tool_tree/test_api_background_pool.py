@@ -150,6 +150,26 @@ def test_a_pool_left_by_ctrl_c_signals_the_server_still_at_the_call_at_once_and_
     assert logged_sigterm(logs["idle"]) is None  # it left at its stdin's end, as at any close
 
 
+@pytest.mark.parametrize("interrupted", [True, False], ids=["interrupted", "closed"])
+def test_close_interrupted_signals_a_server_still_at_a_call_given_up_at_once(tmp_path: Path, interrupted: bool) -> None:
+    # `close(interrupted=True)`: for a caller that handled the Ctrl-C itself (`tooltree exec`'s first one stops only
+    # the script). A plain close still gives the server the SDK's grace to leave at its stdin's end.
+    log, spec = tmp_path / "busy.log", tmp_path / "busy.json"
+    tools = [{"name": "sleep", "inputSchema": {"type": "object"}}]
+    spec.write_text(json.dumps({"pages": [tools], "log_file": str(log), "log_signals": True}), encoding="utf-8")
+    busy = ServerConfig(name="busy", command=sys.executable, args=(str(RAW_SERVER), str(spec)))
+    bg = BackgroundPool([busy]).__enter__()
+    try:
+        timed_out = bg.call("busy", "sleep", {"seconds": 120}, timeout=0.5)  # given up on: the server is still at it
+        assert timed_out["isError"] and "timed out" in text(timed_out)
+    finally:
+        closing = time.monotonic()
+        bg.close(interrupted=interrupted)
+    signalled = logged_sigterm(log)
+    assert signalled is not None  # SIGTERM ends it either way, at once or once the grace is over
+    assert (signalled - closing < PROCESS_TERMINATION_TIMEOUT) is interrupted
+
+
 def test_a_ctrl_c_that_lands_just_before_the_calls_wait_is_raised_at_once() -> None:
     # interrupt_main sets Python's flag as a signal does, without waking a blocking call: as a Ctrl-C landing just
     # before the wait. Before, the KeyboardInterrupt came only when the call ended (here after 40 s).
