@@ -332,6 +332,19 @@ def cell_filename(exec_id: int, requested: object = None) -> str:
     return f"<cell-{exec_id}>"
 
 
+_ARGV0 = {"<string>": "-c", "<stdin>": "-"}
+"""``sys.argv[0]`` of a cell of these names: what ``python -c CODE`` and ``python -`` give."""
+
+
+def cell_argv(filename: str) -> list[str]:
+    """A cell's ``sys.argv``, as ``python`` gives a script run with no arguments: its name alone (``-c`` for code
+    given so, ``-`` for standard input, ``''`` for an unnamed cell, as the interactive interpreter), never the
+    worker's own command line."""
+    if filename.startswith("<cell-"):
+        return [""]
+    return [_ARGV0.get(filename, filename)]
+
+
 _in_cell = False
 """True while a cell runs: only then does SIGINT (the host's cancel) raise KeyboardInterrupt."""
 _interrupted = False
@@ -427,6 +440,9 @@ class Runner:
         self.cell_names.add(filename)
         lines = code.splitlines(keepends=True)
         linecache.cache[filename] = (len(code), None, lines, filename)
+        # Before: the worker's own command line, which a script's `argparse` refused ("unrecognized arguments:
+        # --workspace /workspace --user-root …", SystemExit 2), and what the last cell set.
+        sys.argv = cell_argv(filename)
         _in_cell, _interrupted = True, False
         try:
             return self._run(code, filename)

@@ -189,6 +189,10 @@ def test_an_interpreter_that_crashes_is_not_said_to_be_out_of_memory(shared: San
     assert shared.execute("print(2)").stdout == "2\n"
 
 
+CTL_IN, CTL_OUT = (f"int(sys.orig_argv[sys.orig_argv.index('--ctl-{end}') + 1])" for end in ("in", "out"))
+"""The descriptor of the interpreter's way in (out) of its control channel, as a script finds it: on the worker's
+command line (`sys.orig_argv`; its ``sys.argv`` is the script's name alone)."""
+
 CHANNEL_CLOSED = (
     "a script of this session closed the interpreter's control channel to its supervisor, so the interpreter was "
     "ended and restarted; variables and imports are gone"
@@ -198,9 +202,7 @@ CHANNEL_CLOSED = (
 def test_a_script_that_closes_its_control_channel_is_told_so_not_that_it_ran_out_of_memory(shared: Sandbox) -> None:
     # Before: "the Python process was killed by signal 9 (SIGKILL: out of memory?)": the supervisor's own kill, once
     # the pipe closed, taken for the kernel's.
-    code = (
-        "import os, sys, threading\nos.close(int(sys.argv[sys.argv.index('--ctl-out') + 1]))\nthreading.Event().wait()"
-    )
+    code = f"import os, sys, threading\nos.close({CTL_OUT})\nthreading.Event().wait()"
     result = shared.execute(code)
     assert result.state_reset and result.exit_status == -9
     assert result.error == CHANNEL_CLOSED
@@ -211,7 +213,7 @@ def test_a_script_that_closes_its_control_channel_and_ends_at_once_is_told_so_no
     shared: Sandbox,
 ) -> None:
     # Before: "the Python process exited with status 1": its report of the end, sent on the closed descriptor, failed.
-    result = shared.execute("import os, sys\nos.close(int(sys.argv[sys.argv.index('--ctl-out') + 1]))\nprint(1)")
+    result = shared.execute(f"import os, sys\nos.close({CTL_OUT})\nprint(1)")
     assert (result.error, result.state_reset, result.stdout) == (CHANNEL_CLOSED, True, "1\n")
     assert shared.execute("print(2)").stdout == "2\n"
 
@@ -223,7 +225,7 @@ def test_a_script_that_closes_its_interpreters_way_in_is_said_to_have_closed_it_
     # Python process exited with status 0", which neither asked for. (A fresh interpreter: one whose earlier scripts
     # left files to open could give the closed descriptor's number to another.)
     with Sandbox(backend) as sb:
-        closed = sb.execute("import os, sys\nos.close(int(sys.argv[sys.argv.index('--ctl-in') + 1]))\nprint(1)")
+        closed = sb.execute(f"import os, sys\nos.close({CTL_IN})\nprint(1)")
         after = sb.execute("print(2)")
         failed, ran = (closed, after) if closed.error is not None else (after, closed)
         assert (failed.error, failed.state_reset) == (CHANNEL_CLOSED, True)
@@ -242,7 +244,7 @@ def test_a_script_that_puts_another_file_at_its_interpreters_way_in_is_said_to_h
         "import os, sys\n"
         f"open('/tmp/frames', 'wb').write({struct.pack('>I', len(frame)) + frame!r})\n"
         f"fd = os.open({path!r}, os.O_RDONLY)\n"
-        "os.dup2(fd, int(sys.argv[sys.argv.index('--ctl-in') + 1]))\n"
+        f"os.dup2(fd, {CTL_IN})\n"
         "print(1)"
     )
     closed = shared.execute(code)
@@ -278,7 +280,7 @@ def test_a_tool_call_from_a_process_the_script_forked_fails_saying_where_calls_w
         "    print(pool.map(search, ['x'])[0])\n"
         # A fork of a fork keeps the files its parent opened at the channel's numbers.
         "import os, sys\n"
-        "n = int(sys.argv[sys.argv.index('--ctl-in') + 1])\n"
+        f"n = {CTL_IN}\n"
         "if (child := os.fork()) == 0:\n"
         "    os.dup2(os.open('/dev/null', os.O_RDONLY), n)\n"
         "    if (grandchild := os.fork()) == 0:\n"

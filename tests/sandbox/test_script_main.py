@@ -1,4 +1,5 @@
-"""A script's globals are the module ``__main__``, so what it defines can be found by name there.
+"""A script's globals are the module ``__main__``, so what it defines can be found by name there; its ``sys.argv`` is
+its name alone, as ``python`` gives a script run with no arguments.
 
 Before, ``sys.modules["__main__"]`` was the worker's own module: ``pickle.dumps`` of an instance of a class the script
 defined, and ``multiprocessing.Pool().map`` of a function it defined, failed with "attribute lookup ... on __main__
@@ -41,3 +42,25 @@ def test_what_a_script_defines_can_be_pickled_and_given_to_a_process_pool(backen
         result = sb.execute(USES, timeout=60)
         assert result.error is None, result.traceback
         assert result.stdout == "Point(x=1, y=2)\n[1, 4, 9]\nTrue __main__\n"
+
+
+ARGPARSE = """
+import argparse, sys
+parser = argparse.ArgumentParser(description="top leads")
+parser.add_argument("--limit", type=int, default=5)
+print(parser.parse_args().limit, sys.argv)
+sys.argv.append("--limit=9")
+"""
+
+
+def test_a_script_sees_its_name_alone_in_sys_argv_so_its_argparse_takes_the_defaults(backend: DockerBackend) -> None:
+    # Before: sys.argv was the worker's own command line; `parse_args()` exited 2 ("worker.py: error: unrecognized
+    # arguments: --workspace /workspace --user-root …"), so a script written for `python top.py` failed in exec.
+    with Sandbox(backend) as sb:
+        named = sb.execute(ARGPARSE, filename="top.py")
+        assert (named.error, named.stdout) == (None, "5 ['top.py']\n"), named.stderr
+        # Each script starts with its own: not what the one before it left.
+        given = [sb.execute(ARGPARSE, filename=name).stdout for name in ("<string>", "<stdin>")]
+        assert given == ["5 ['-c']\n", "5 ['-']\n"]
+        unnamed = sb.execute("import sys; print(sys.argv)")
+        assert unnamed.stdout == "['']\n"  # as the interactive interpreter's

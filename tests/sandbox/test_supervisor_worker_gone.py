@@ -102,7 +102,7 @@ def test_an_execution_sent_while_a_dead_worker_is_replaced_runs_on_the_new_worke
 
 LATER_CLOSE = """\
 import os, sys, threading, time
-fd = int(sys.argv[sys.argv.index('--ctl-in') + 1])
+fd = int(sys.orig_argv[sys.orig_argv.index('--ctl-in') + 1])
 main = threading.main_thread().ident
 
 def later():
