@@ -397,11 +397,14 @@ class Runner:
         return filename in self.cell_names or filename.startswith(self.user_roots)
 
     def _kept(self, frames: list[traceback.FrameSummary]) -> traceback.StackSummary:
-        """The user's ``frames``, and the last (where it was raised, or stood) even in library code, not in ours."""
-        kept = [f for f in frames if self._is_user_frame(f.filename)]
-        last = frames[-1] if frames else None
-        if last is not None and kept and last is not kept[-1] and not last.filename.startswith(_OWN_CODE):
-            kept.append(last)
+        """The user's ``frames``, and the last (where it was raised, or stood) even in library code the user's called,
+        not in ours nor in what ours called (before: a script that timed out in a tool call, or in `parallel`, ended
+        its traceback at ``threading.py``'s ``waiter.acquire()``, where our runtime waited)."""
+        users = [i for i, f in enumerate(frames) if self._is_user_frame(f.filename)]
+        kept = [frames[i] for i in users]
+        beyond = frames[users[-1] + 1 :] if users else []  # the frames the user's last one called
+        if beyond and not any(f.filename.startswith(_OWN_CODE) for f in beyond):
+            kept.append(beyond[-1])
         return traceback.StackSummary.from_list(kept)
 
     def _trim(self, te: traceback.TracebackException) -> None:

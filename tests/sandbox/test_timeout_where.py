@@ -59,3 +59,32 @@ def test_a_script_that_ignores_the_question_times_out_as_before(session: Sandbox
     assert result.timed_out and result.error == "timed out after 1 s" and result.traceback is None
     assert result.duration < 10
     assert session.execute("print('after')").stdout == "after\n"
+
+
+def test_a_script_waiting_in_tooltrees_runtime_is_told_its_own_line_not_where_the_runtime_waited(
+    session: Sandbox,
+) -> None:
+    # Before: the traceback ended in `File "/usr/lib/python3.11/threading.py", line 320, in wait`, `waiter.acquire()`:
+    # the frame our runtime waited in (the same for a tool call that outlived the script's time), not the script's.
+    code = "import time\nfrom tool_tree.runtime import parallel\nparallel(lambda: time.sleep(300))\n"
+    result = session.execute(code, timeout=1)
+    assert result.timed_out and result.traceback is not None
+    lines = [re.sub(r"<cell-\d+>", "<cell>", line) for line in result.traceback.splitlines()]
+    assert lines == [
+        "Traceback (most recent call last):",
+        '  File "<cell>", line 3, in <module>',
+        "    parallel(lambda: time.sleep(300))",
+        "TimeoutError: timed out after 1 s",
+    ], result.traceback
+
+
+def test_a_script_that_fails_in_a_library_it_called_is_still_shown_the_librarys_last_line(session: Sandbox) -> None:
+    result = session.execute('import json\njson.loads("{")\n')
+    assert result.traceback is not None and result.error is not None
+    assert result.error.startswith("json.decoder.JSONDecodeError: Expecting property name")
+    lines = result.traceback.splitlines()
+    assert re.fullmatch(r'  File ".*/json/decoder\.py", line \d+, in raw_decode', lines[3]), result.traceback
+    assert [re.sub(r"<cell-\d+>", "<cell>", line) for line in lines[1:3]] == [
+        '  File "<cell>", line 2, in <module>',
+        '    json.loads("{")',
+    ]
