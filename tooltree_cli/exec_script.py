@@ -1,11 +1,14 @@
 """`tooltree exec`'s script: the code to run and its name, read from a file, standard input or -c and checked before
-any sandbox starts (readable, UTF-8, small enough to send in one execution); what is wrong with it is a usage error.
+any sandbox starts (readable, UTF-8 or the encoding it declares, small enough to send in one execution); what is
+wrong with it is a usage error.
 """
 
 from __future__ import annotations
 
 import argparse
+import codecs
 import json
+import re
 import sys
 from pathlib import Path
 from typing import BinaryIO
@@ -22,14 +25,16 @@ _ENVELOPE_BYTES = 1024
 
 
 def _read_code(args: argparse.Namespace) -> tuple[str, str | None]:
-    """The code to run and its name, checked before any sandbox starts: readable, UTF-8, small enough to send.
+    """The code to run and its name, checked before any sandbox starts: readable, UTF-8 (a file or standard input: or
+    the encoding it declares), small enough to send.
 
     The name is what its traceback calls it: the script's path as given, ``<string>`` for -c and
     ``<stdin>`` for ``-`` (as ``python`` does); None for a path that is not UTF-8 (the sandbox then
     says ``<cell-N>``).
 
     Raises:
-        _UsageError: neither or both of SCRIPT and -c, a script that cannot be read, is not UTF-8 or is too big.
+        _UsageError: neither or both of SCRIPT and -c, a script that cannot be read, is not UTF-8 (nor text of the
+            encoding it declares) or is too big.
     """
     from sandbox._supervisor.wire import MAX_FRAME_BYTES
 
@@ -79,16 +84,43 @@ def _is_utf8(text: str) -> bool:
     return True
 
 
+_BOM = b"\xef\xbb\xbf"
+_COOKIE = re.compile(rb"[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
+"""An encoding declaration (PEP 263), as Python finds one at the start of a script's line."""
+_BLANK = re.compile(rb"[ \t\f]*(?:[#\r]|$)")
+"""A line, blank or a comment, after which Python looks for the declaration on the next line too."""
+
+
+def _declared(data: bytes) -> str | None:
+    """The encoding ``data`` declares (PEP 263: on its first line, or on its second after a blank or comment line),
+    or None."""
+    first, second = [*data.split(b"\n", 2)[:2], b""][:2]
+    if match := _COOKIE.match(first) or (_BLANK.match(first) and _COOKIE.match(second)):
+        return match.group(1).decode("ascii")
+    return None
+
+
 def _decoded(data: bytes, name: str) -> str:
-    """A script's text; a UTF-8 byte order mark (some Windows editors write one) is dropped, as Python drops it from a
-    file it runs (before: "SyntaxError: invalid non-printable character U+FEFF")."""
-    data = data.removeprefix(b"\xef\xbb\xbf")
+    """A script's text, read as Python reads a file it runs: in the encoding it declares (``# -*- coding: latin-1
+    -*-``; before: refused, "not UTF-8 text", though ``python`` runs it), else UTF-8, a byte order mark (some Windows
+    editors write one) dropped (before: "SyntaxError: invalid non-printable character U+FEFF")."""
+    marked = data.startswith(_BOM)
+    data = data.removeprefix(_BOM)
+    encoding, said = "utf-8", "UTF-8 text"
+    if (declared := _declared(data)) is not None:
+        try:
+            encoding = codecs.lookup(declared).name
+        except LookupError:
+            raise _UsageError(f"{name}: declares an encoding Python does not know: {declared!r}") from None
+        if marked and encoding != "utf-8":
+            raise _UsageError(f"{name}: starts with UTF-8's byte order mark but declares {declared!r}")
+        said = "UTF-8 text" if encoding == "utf-8" else f"{declared} text, as it declares"
     try:
-        return data.decode("utf-8")
+        return data.decode(encoding)
     except UnicodeDecodeError as e:
         line, column = data.count(b"\n", 0, e.start) + 1, e.start - data.rfind(b"\n", 0, e.start)
         raise _UsageError(
-            f"{name}: not UTF-8 text: byte 0x{data[e.start]:02x} at line {line}, column {column} (save it as UTF-8)"
+            f"{name}: not {said}: byte 0x{data[e.start]:02x} at line {line}, column {column} (save it as UTF-8)"
         ) from None
 
 
@@ -100,7 +132,7 @@ def _read_capped(stream: BinaryIO, name: str, limit: int) -> bytes:
         _UsageError: the stream holds more.
     """
     data = stream.read(limit + 4)
-    if len(data.removeprefix(b"\xef\xbb\xbf")) > limit:
+    if len(data.removeprefix(_BOM)) > limit:
         raise _UsageError(_too_big(name, None, limit))
     return data
 

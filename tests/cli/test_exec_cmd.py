@@ -464,6 +464,47 @@ def test_exec_drops_a_utf8_byte_order_mark_as_python_does(
     assert "not UTF-8 text: byte 0xff at line 1, column 6" in capsys.readouterr().err
 
 
+def test_exec_reads_a_script_in_the_encoding_it_declares_as_python_does(
+    project: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: "not UTF-8 text: byte 0xe9 at line 2, column 11 (save it as UTF-8)", exit 2, though `python old.py` runs
+    # a script that declares its encoding (PEP 263).
+    from sandbox.results import ExecutionResult
+    from tooltree_cli import exec_cmd
+
+    config, tree = project
+    codes: list[str] = []
+
+    def execute(code: str, *args: object, **kwargs: object) -> tuple[object, ...]:
+        codes.append(code)
+        return ExecutionResult("", "", 0, 0.1), None, []
+
+    monkeypatch.setattr(exec_cmd, "execute", execute)
+    argv = ["--config", str(config), "--tree", str(tree)]
+    first = b"# -*- coding: latin-1 -*-\nprint('caf\xe9')\n"
+    second = b"#!/usr/bin/env python\n# vim: set fileencoding=cp1252 :\nprint('\x80 5')\n"
+    for content in (first, second):
+        (tmp_path / "old.py").write_bytes(content)
+        assert main(["exec", str(tmp_path / "old.py"), *argv]) == 0
+    with (tmp_path / "old.py").open(encoding="utf-8", errors="surrogateescape") as stdin:
+        monkeypatch.setattr(sys, "stdin", stdin)
+        assert main(["exec", "-", *argv]) == 0
+    assert codes == [first.decode("latin-1"), second.decode("cp1252"), second.decode("cp1252")]
+    assert "€" in codes[1]
+    capsys.readouterr()
+    refused = {
+        b"# coding: klingon\nprint(1)\n": "declares an encoding Python does not know: 'klingon'",
+        b"# coding: ascii\nprint('caf\xe9')\n": "not ascii text, as it declares: byte 0xe9 at line 2, column 11",
+        b"\xef\xbb\xbf# coding: latin-1\nprint(1)\n": "starts with UTF-8's byte order mark but declares 'latin-1'",
+        # A declaration after the second line is a comment, as for Python.
+        b"print(1)\n# coding: latin-1\nprint('caf\xe9')\n": "not UTF-8 text: byte 0xe9 at line 3, column 11",
+    }
+    for content, said in refused.items():
+        (tmp_path / "bad.py").write_bytes(content)
+        assert main(["exec", str(tmp_path / "bad.py"), *argv]) == 2
+        assert f"tooltree: error: {tmp_path / 'bad.py'}: {said}" in capsys.readouterr().err
+
+
 def test_exec_a_script_from_stdin_that_is_not_utf8_exits_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
