@@ -122,6 +122,30 @@ def test_cancel_stops_a_script_waiting_on_a_tool_call(backend: DockerBackend) ->
         assert sb.execute("print(2)").stdout == "2\n"
 
 
+def test_cancel_stops_a_script_waiting_in_parallel_on_tool_calls_at_once_keeping_its_variables(
+    backend: DockerBackend,
+) -> None:
+    # Before: `parallel` waited for its calls still running once interrupted, so the script did not stop, the sandbox
+    # restarted its interpreter 3 s later ("cancelled (the interpreter did not stop when interrupted and was
+    # restarted)"): its variables gone, and no traceback saying where it was.
+    bridge = StartSignal()
+    with Sandbox(backend, tools=bridge) as sb:
+        sb.execute("kept = 41")
+        code = (
+            "from tool_tree.runtime import call_tool, parallel\nkept += 1\n"
+            "parallel(lambda: call_tool('t', 'block', {}), lambda: call_tool('t', 'block', {}))\nprint('never')\n"
+        )
+        try:
+            result, cancelled = run_and_cancel(sb, bridge, code)
+        finally:
+            bridge.release.set()
+        assert cancelled and result.cancelled and not result.state_reset, result.error
+        assert result.error == "cancelled (KeyboardInterrupt)" and "never" not in result.stdout
+        assert result.traceback is not None and result.traceback.endswith("KeyboardInterrupt\n")
+        assert "parallel(lambda: call_tool('t', 'block', {})" in result.traceback
+        assert sb.execute("print(kept)").stdout == "42\n"
+
+
 def test_cancel_with_nothing_running_does_nothing(backend: DockerBackend) -> None:
     with Sandbox(backend) as sb:
         assert sb.cancel() is False

@@ -12,7 +12,7 @@ def parallel(*calls: Callable[[], Any], max_workers: int = 16) -> list[Any]:
 
     ``parallel(lambda: get_doc(id="a"), lambda: get_doc(id="b"))`` makes both calls at once; a list of them
     (``parallel([lambda: ..., lambda: ...])``) works too. The first exception raised by any call is re-raised
-    after all calls finish.
+    after all calls finish; a KeyboardInterrupt (Ctrl-C) while it waits is raised at once.
 
     Raises:
         TypeError: something given is not a function to call, before any is called (before: a list was called
@@ -38,6 +38,16 @@ def parallel(*calls: Callable[[], Any], max_workers: int = 16) -> list[Any]:
             )
     if not given:
         return []
-    with ThreadPoolExecutor(max_workers=min(max_workers, len(given))) as pool:
+    pool = ThreadPoolExecutor(max_workers=min(max_workers, len(given)))
+    interrupted = False
+    try:
         futures = [pool.submit(c) for c in given]
         return [f.result() for f in futures]
+    except KeyboardInterrupt:
+        interrupted = True
+        raise
+    finally:
+        # Stopped (Ctrl-C, the host's cancel of the script): the calls still running are not waited for, those not
+        # started never start (the execution's end cancels the calls it still waits on). Before, the script waited
+        # for them all, so the sandbox, which gives a script 3 s to stop, restarted its interpreter.
+        pool.shutdown(wait=not interrupted, cancel_futures=interrupted)
