@@ -428,9 +428,10 @@ def execute(
                 unsaved: str | None = None
                 with FinishTheSave() as stop:
                     try:
-                        # Saves the workspace. After the first Ctrl-C (the script stopped), a server still at the
-                        # script's call gets SIGTERM at once: before, the 2 s of grace given to an idle one.
-                        rt.close(interrupted=result.cancelled)
+                        # Saves the workspace. After the first Ctrl-C (the script stopped) or its timeout, a server
+                        # still at the script's call gets SIGTERM at once: before, the 2 s of grace given to an idle
+                        # one, which a server busy with a call never uses.
+                        rt.close(interrupted=result.cancelled or result.timed_out)
                     except WorkspaceError as e:
                         unsaved = str(e)
                     except KeyboardInterrupt:  # a second Ctrl-C (or SIGTERM) quit the save

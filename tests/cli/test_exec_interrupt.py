@@ -231,3 +231,33 @@ def test_ctrl_c_during_a_tool_call_signals_the_server_still_at_it_at_once(
     ]
     assert signalled - started < PROCESS_TERMINATION_TIMEOUT  # before: only once the grace, from after it, had ended
     assert docker_engine.owned(owner) == []
+
+
+@pytest.mark.docker
+def test_a_timeout_during_a_tool_call_signals_the_server_still_at_it_at_once(
+    docker_engine: EngineWithCLI, owner: str, tmp_path: Path
+) -> None:
+    # Before: the script timed out, then the runtime closed as after any run, so the server still at the script's call
+    # got SIGTERM only after the 2 s of grace a server is given to leave on its own (5.3 s after the call of a script
+    # of --timeout 3).
+    tree, _ = raw_server_tree(tmp_path, SLEEP)
+    log = tmp_path / "calls.log"
+    spec = {"pages": [SLEEP], "log_file": str(log), "log_signals": True}
+    (tmp_path / "raw.json").write_text(json.dumps(spec), encoding="utf-8")
+    script = "from servers.raw import sleep\nsleep(seconds=120)\n"
+    timeout = 3.0
+    argv = ["-c", script, "--timeout", f"{timeout:g}", "--config", str(tmp_path / "tooltree.yaml"), "--tree", str(tree)]
+    proc = _start(owner, *argv)
+    try:
+        _, err = proc.communicate(timeout=WAIT)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == 1, err
+    assert "timed out" in err, err
+    lines = log.read_text(encoding="utf-8").splitlines()
+    (called,) = [float(line.split()[1]) for line in lines if line.startswith("called:sleep ")]
+    (signalled,) = [float(line.split()[1]) for line in lines if "sigterm " in line]
+    # The script's clock started before its call, so its end is less than `timeout` after the call.
+    assert signalled - called - timeout < PROCESS_TERMINATION_TIMEOUT  # before: only once the grace had ended
+    assert docker_engine.owned(owner) == []
