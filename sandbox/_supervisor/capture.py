@@ -17,6 +17,9 @@ from .outputs import OutputFolder
 
 MEMORY_BYTES = 1 << 20
 FILE_BYTES = 64 << 20
+LINE_SLACK = 4
+"""A cut head ends at its last line's end, and a cut tail starts at its first line's start, when that gives up at
+most 1/LINE_SLACK of the part: a model reads whole lines, not "30" left of line 1,930."""
 
 
 class OutputCapture:
@@ -111,10 +114,11 @@ class OutputCapture:
             if len(text) <= max_chars:
                 return {"head": text, "tail": "", "truncated": False, "bytes": self.total, "path": None}
             self._open_spill()
-            head, tail = text[:half], text[-half:]
+            head, tail = text[: half + 1], text[-half - 1 :]  # a character more each: is the cut at a line's end?
         else:
-            head = self._head.decode("utf-8", errors="replace")[:half]
-            tail = self._tail.decode("utf-8", errors="replace")[-half:]
+            head = self._head.decode("utf-8", errors="replace")[: half + 1]
+            tail = self._tail.decode("utf-8", errors="replace")[-half - 1 :]
+        head, tail = _at_lines(head, tail, half)
         self.close()
         if not self._file_failed and self._file_written == 0 and self.total > 0:  # the execution's budget was spent
             self._file_failed = True
@@ -129,3 +133,19 @@ class OutputCapture:
         if self._file is not None:
             os.close(self._file)
             self._file = None
+
+
+def _at_lines(head: str, tail: str, half: int) -> tuple[str, str]:
+    """The ``half`` characters a cut output shows of its start and of its end, from ``head`` and ``tail`` (a character
+    more each when the output has it, the one after the head and the one before the tail), moved to whole lines where
+    a line ends near the cut (`LINE_SLACK`)."""
+    slack = half // LINE_SLACK
+    if len(head) > half:
+        end = head.rfind("\n", 0, half)
+        head = head[: end + 1] if head[half] != "\n" and end >= 0 and half - end - 1 <= slack else head[:half]
+    if len(tail) > half:
+        if tail[0] != "\n" and (start := tail.find("\n", 1)) >= 0 and start <= slack and start < len(tail) - 1:
+            tail = tail[start + 1 :]
+        else:
+            tail = tail[1:]
+    return head, tail

@@ -22,8 +22,22 @@ def test_output_over_the_character_cap_is_previewed_and_saved(tmp_path: Path) ->
     capture.feed(text.encode())
     report = capture.finish(100)
     assert report["truncated"] and report["path"] == str(path) and report["bytes"] == len(text)
-    assert report["head"] == text[:50] and report["tail"] == text[-50:]
+    # The tail starts at its first whole line ("988"), not at "7\n" left of line 987 (before: text[-50:]).
+    assert report["head"] == text[:50] and report["tail"] == text[-48:] == "".join(f"{i}\n" for i in range(988, 1000))
     assert path.read_text(encoding="utf-8") == text
+
+
+def test_a_cut_output_shows_whole_lines_where_one_ends_near_the_cut(tmp_path: Path) -> None:
+    text = "".join(f"line {i:04d}\n" for i in range(2000))  # 10 characters a line
+    capture = OutputCapture(str(tmp_path / "1-stdout.txt"))
+    capture.feed(text.encode())
+    report = capture.finish(105)  # 52 characters each side: 5 lines and 2 characters
+    assert report["head"] == text[:50] and report["tail"] == text[-50:]  # before: "…line 0005\nli", "04\nline 1995…"
+    long = "x" * 500  # a line longer than the cut's slack is cut where it falls
+    capture = OutputCapture(str(tmp_path / "2-stdout.txt"))
+    capture.feed(f"{long}\n{long}".encode())
+    report = capture.finish(100)
+    assert report["head"] == "x" * 50 and report["tail"] == "x" * 50
 
 
 def test_output_over_the_memory_bound_spills_to_the_file_and_keeps_the_tail(tmp_path: Path) -> None:
