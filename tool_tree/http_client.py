@@ -33,7 +33,8 @@ an answer whole (330,000 text blocks cost about 1 s of CPU when cut only after t
 ``bench/answer_items.py``).
 
 A reply that is a JSON-RPC batch (an array of messages, which JSON-RPC 2.0 lets a server send) is read as its
-messages, once its values are counted whole: an event's as one event for each, each judged as above; a JSON reply's,
+messages, once its values are counted whole: an event's as one event for each, each judged as above (an event on a
+request's stream holding two answers to it fails it, as a JSON reply's does: `tool_tree.http_errors`); a JSON reply's,
 which the SDK reads as one message, as its one answer (the notifications beside it are not read).
 A JSON reply after a UTF-8 byte order mark is read without it, as a stdio server's line is.
 
@@ -371,8 +372,10 @@ class _Events:
             return
         event = b"".join(held)
         ones = _events_of_batch(event) or [event]
-        if self._request is not None and len(ones) > 1 and any(map(self._own, ones)):
-            ones = [one for one in ones if self._own(one) or not _is_answer(one)]  # the others: not its answer
+        if self._request is not None and len(ones) > 1 and (own := sum(map(self._own, ones))):
+            # Two answers to it: the batch whole, which fails it saying so (`_as_asked`), as a JSON reply's does
+            # (before: the SDK took the first); one: the others, not its answer, are not used.
+            ones = [event] if own > 1 else [one for one in ones if self._own(one) or not _is_answer(one)]
         for one in ones:
             self._judge(one, _rough(one) if one is not event else rough, out)
 

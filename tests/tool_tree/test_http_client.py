@@ -570,6 +570,7 @@ async def test_a_reply_answering_another_id_is_taken_as_the_answer_to_its_reques
         ("two_answers", "a JSON-RPC batch holding 2 answers to it", "json"),
         ("beside_other", "", "json"),
         ("beside_other", "", "sse"),
+        ("two_answers", "a JSON-RPC batch holding 2 answers to it", "sse"),
     ],
 )
 async def test_a_reply_that_is_a_batch_is_read_as_its_one_answer_or_fails_saying_what_it_held(
@@ -577,7 +578,7 @@ async def test_a_reply_that_is_a_batch_is_read_as_its_one_answer_or_fails_saying
 ) -> None:
     # Before: each JSON reply failed as "server 'big' answered with JSON that is not a JSON-RPC message" (the one
     # holding its answer beside the answer to another request too); in an event, the answer to the other request was
-    # taken as the call's (the SDK gives an event's answer its request's id).
+    # taken as the call's (the SDK gives an event's answer its request's id), and of two answers to it the first.
     config, _ = http_server
     async with ServerPool([config]) as pool:
         with anyio.fail_after(20):
