@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sandbox._supervisor.limits import MAX_CALL_DEPTH, MAX_CALL_VALUES, too_deep, too_many_values
+from tool_tree.sendable import unsendable
 
 MIB = 1024 * 1024
 
@@ -94,7 +95,8 @@ def measure(arguments: dict[str, Any], limits: CallLimits = DEFAULT_LIMITS) -> C
         try:
             size = len(json.dumps(arguments, ensure_ascii=False).encode("utf-8"))
         except (ValueError, RecursionError):
-            reason = "the arguments cannot be encoded as UTF-8 JSON (a lone surrogate?)"
+            # A whole number of too many digits is named (before: said to be a lone surrogate)
+            reason = unsendable(arguments) or "the arguments cannot be encoded as UTF-8 JSON (a lone surrogate?)"
             raise ArgumentsRefused(reason, "invalid_arguments") from None
         except TypeError as e:
             raise ArgumentsRefused(f"the arguments are not JSON: {e}", "invalid_arguments") from None

@@ -64,6 +64,7 @@ from tool_tree.config import Config, setting_named
 from tool_tree.pool import CallFailure, PoolError, ProgressListener, ServerPool, ServerUnavailable, UnknownServerError
 from tool_tree.regenerate import shell_word
 from tool_tree.schema_check import as_integers, describe_error
+from tool_tree.sendable import Unsendable
 from tool_tree.server_asks import Asker
 from tool_tree.text import clean
 from tool_tree.tree import Manifest, ToolEntry, requires_task, schema_hash
@@ -394,6 +395,8 @@ class McpBridge(ToolBridge):
             if self.verify_live and self._verified.get((entry.server, entry.tool)) != self.pool.listing(entry.server):
                 await self._verify(entry)
             result = await self.pool.call(entry.server, entry.tool, arguments, progress=progress, asker=asker)
+        except Unsendable as e:  # NaN: before, sent as null (a host caller's, or serve's client)
+            raise ToolCallRefused(f"invalid arguments: {e.why}", "invalid_arguments") from None
         except ServerUnavailable as e:
             raise ToolCallRefused(with_stderr(str(e), e.stderr_tail), "server_unavailable") from None
         except PoolError as e:

@@ -68,6 +68,7 @@ from tool_tree.pool_settings import takes_kind as takes_kind
 from tool_tree.pool_settings import told_of as told_of
 from tool_tree.pool_slot import _closed, _Slot
 from tool_tree.redact import redact
+from tool_tree.sendable import checked
 from tool_tree.server_asks import Asker
 from tool_tree.starts import StartGate
 from tool_tree.unreachable import CHECK_URL
@@ -395,12 +396,13 @@ class ServerPool:
             ServerUnavailable: the server cannot be started or died before answering the call.
             PoolError: the pool closed during the call (its outcome is unknown), or this is not the event loop that
                 entered the pool.
-            TypeError, ValueError: ``tool`` is not a string, ``arguments`` not a dict (or not JSON: nothing is
-                sent), or ``timeout`` not positive.
+            TypeError, ValueError: ``tool`` is not a string, ``arguments`` not a dict (or not JSON, or what a
+                server cannot be sent, `tool_tree.sendable.Unsendable`: nothing is sent), or ``timeout`` not positive.
         """
         _check_call(tool, arguments, timeout)
         refuse_async(progress, "progress")
         self._check_loop()
+        await checked(arguments)
         slot = self._slot(server)
 
         async def send(client: mcp.Client, remaining: float) -> mt.CallToolResult:
@@ -436,6 +438,7 @@ class ServerPool:
         except ValidationError as e:
             raise TypeError(f"params: not the parameters of {method} ({_refused(e)})") from None
         self._check_loop()
+        await checked({} if params is None else params)
         slot = self._slot(server)
 
         async def send(client: mcp.Client, remaining: float) -> _Raw:

@@ -100,6 +100,28 @@ def test_schema_invalid_arguments_are_refused_on_the_host_with_the_path(tree: Pa
         call(bridge, pool, "media", "render_chart", {"values": [1]})
 
 
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        (float("nan"), "holds nan, which JSON cannot carry (it would reach the server as null)"),
+        (10**5000, "holds a whole number of more than 4,300 digits, more than a server's JSON parser reads"),
+    ],
+    ids=["nan", "5000_digits"],
+)
+def test_arguments_a_server_cannot_read_are_refused_on_the_host_naming_the_argument(
+    tree: Path, pool: BackgroundPool, value: float, said: str
+) -> None:
+    # Before: NaN passed the schema (a number) and reached the server as null, which it refused as not a number; a
+    # whole number of 5,000 digits was said to be "cannot be encoded as UTF-8 JSON (a lone surrogate?)".
+    stream = io.StringIO()
+    bridge = McpBridge(tree, pool.pool, audit=AuditLog(stream))
+    with pytest.raises(ToolCallRefused) as info:
+        call(bridge, pool, "media", "render_chart", {"title": "Q3", "values": [1, value]})
+    assert info.value.code == "invalid_arguments"
+    assert f"argument 'values' {said}" in info.value.message and info.value.message.endswith("; nothing was sent")
+    assert audit_lines(stream)[0]["outcome"] == "refused"
+
+
 def test_budgets_stop_a_runaway_script_and_reset_per_execution(tree: Path, pool: BackgroundPool) -> None:
     bridge = McpBridge(tree, pool.pool, budgets=Budgets(calls=2))
     for _ in range(2):

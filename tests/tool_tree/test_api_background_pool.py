@@ -11,6 +11,7 @@ import signal
 import sys
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -273,3 +274,35 @@ def test_ctrl_c_while_the_pool_starts_leaves_no_loop_running(at_once: bool) -> N
     assert [t for t in set(threading.enumerate()) - before if t.name == "tooltree-server-pool" and t.is_alive()] == []
     with pytest.raises(PoolError, match="it has run"):
         pool.__enter__()
+
+
+def _nested(levels: int) -> list[Any]:
+    value: list[Any] = []
+    for _ in range(levels - 1):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        (10**5000, "holds a whole number of more than 4,300 digits, more than a server's JSON parser reads"),
+        (-(10**4300), "holds a whole number of more than 4,300 digits"),
+        (_nested(198), "nests more than 198 levels deep (the arguments' own object the first): with the request"),
+        ({"k": float("nan")}, "holds nan, which JSON cannot carry (it would reach the server as null)"),
+        ([float("-inf")], "holds -inf, which JSON cannot carry"),
+    ],
+    ids=["5000_digits", "4301_digits", "199_levels", "nan", "infinity"],
+)
+def test_arguments_a_server_cannot_read_are_a_value_error_naming_the_argument_and_the_session_goes_on(
+    value: Any, said: str
+) -> None:
+    # Before: the MCP SDK's server could not parse the request (more than 4,300 digits, 200 levels) and said nothing,
+    # so the call waited out its whole timeout ("the call timed out after 5 s"); NaN and infinity reached it as null.
+    with BackgroundPool([replace(media(), timeout=5)]) as bg:
+        with pytest.raises(ValueError) as caught:
+            bg.call("media", "slow_echo", {"text": "x", "extra": value})
+        assert str(caught.value).startswith(f"arguments: argument 'extra' {said}")
+        assert str(caught.value).endswith("nothing was sent")
+        assert text(bg.call("media", "slow_echo", {"text": "fine", "seconds": 0, "extra": _nested(197)})) == "fine"
+        assert bg.pool.restarts("media") == 0
