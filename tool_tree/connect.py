@@ -11,10 +11,10 @@ opened again after it was lost, or answered 404).
 
 What goes wrong while a session opens is said in words a user can act on: a stdio server's stdout
 lines that are not JSON-RPC (a start-up banner, a stray ``print``) are kept with its stderr instead of
-being logged as a traceback; a stdio server that writes its JSON across several lines (pretty-printed) fails at its
-first message, saying so (`tool_tree.stdio_framing`), not at the timeout; an HTTP server's refusal keeps its status
-(``HTTP 401 Unauthorized``, with what to set), a web page answering instead of MCP is named, and a connection that
-fails says why.
+being logged as a traceback (a thousand and no JSON-RPC message fail its start at once: `tool_tree.stdio_lines`); a
+stdio server writing its JSON across several lines fails at its first message (`tool_tree.stdio_framing`); an HTTP
+server's refusal keeps its status (``HTTP 401 Unauthorized``, with what to set), a web page answering instead of MCP is
+named, and a connection that fails says why.
 """
 
 from __future__ import annotations

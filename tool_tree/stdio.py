@@ -36,7 +36,7 @@ takes (about 200 levels) fails its request at once, naming the limit, when its i
 A line holding a JSON-RPC batch (an array of messages, which JSON-RPC 2.0 lets a server send) is read as its messages,
 each judged as a line of its own (`tool_tree.stdio_lines.Lines.messages`). A server that writes a message across
 several lines (pretty-printed JSON) is ended at the message's ``"jsonrpc"`` line, its start or call failing saying so
-(`tool_tree.stdio_framing`).
+(`tool_tree.stdio_framing`), and one of a thousand lines that are not JSON-RPC before any message at the thousandth.
 
 A server that has exited while its stdout stays open (a process it started inherited the pipe) is taken as ended
 once the reader has waited `_HELD_STDOUT_WAIT` for more of it, unless it had exited before it wrote anything (a

@@ -2,8 +2,9 @@
 bytes where they tell (`tool_tree.unparsed`), else once parsed, against the budgets of `tool_tree.budget`.
 
 `tool_tree.stdio` reads the pipe and acts on each verdict: hands the item to the session, drops the line,
-ends the server (`End`: one over a limit, or one that writes a message across several lines,
-`tool_tree.stdio_framing`) or answers a request unread (`Refuse`).
+ends the server (`End`: one over a limit, one that writes a message across several lines,
+`tool_tree.stdio_framing`, or `MAX_NOISE_FIRST` lines that are not JSON-RPC before any message) or answers a request
+unread (`Refuse`).
 """
 
 from __future__ import annotations
@@ -42,6 +43,11 @@ _NOISE_KEPT = 1000
 """Characters kept of a stdout line that is not JSON-RPC, for the server's `tool_tree.stderr_log.StderrLog`."""
 _BATCH = re.compile(rb'\s*\[\s*\{\s*"')
 """How a JSON-RPC batch (an array of messages) opens."""
+MAX_NOISE_FIRST = 1000
+"""Lines that are not JSON-RPC a stdio server may write before its first JSON-RPC message: a server that prints a
+banner, or logs its start to stdout (a Spring Boot server's console logging: tens of lines), then speaks JSON-RPC, is
+read as it was; a program that writes this many lines and no message (``yes``, a log it streams) is no MCP server over
+stdio, and is ended (`End`) rather than its start waiting out its whole timeout."""
 
 
 class NotJSONRPC(ValueError):
@@ -102,6 +108,15 @@ def unreadable_answer(server: str, why: str) -> str:
     return f"server {server!r} sent an answer that could not be read ({why}); it was not used"
 
 
+def no_json_rpc(server: str, lines: int) -> str:
+    """Why a server that wrote ``lines`` lines to stdout that are not JSON-RPC, and no JSON-RPC message, is ended."""
+    return (
+        f"server {server!r} wrote {lines:,} lines to stdout that are not JSON-RPC and not one JSON-RPC message: an MCP "
+        "server over stdio writes only JSON-RPC messages there, one a line (logs belong on stderr); is the command an "
+        "MCP server?"
+    )
+
+
 class End(NamedTuple):
     """The server broke a limit: end it, failing the requests in flight with ``reason``."""
 
@@ -133,6 +148,8 @@ class Lines:
         self.requests = ServerRequests(server)  # from the server, their answers not written yet
         self.asked = False
         self._unread_said = False  # an error of id null was logged
+        self._spoke = False  # a line was a JSON-RPC message
+        self._noise_first = 0  # lines that are not JSON-RPC before it
 
     def messages(self, line: bytes) -> list[bytes]:
         """The messages of a line: itself, or each message of a JSON-RPC batch (an array of messages, each with its
@@ -161,6 +178,16 @@ class Lines:
             return [line]
 
     def judge(self, line: bytes) -> SessionMessage | NotJSONRPC | End | Refuse | None:
+        item = self._judged(line)
+        if isinstance(item, SessionMessage):
+            self._spoke = True
+        elif isinstance(item, NotJSONRPC) and not self._spoke:
+            self._noise_first += 1
+            if self._noise_first >= MAX_NOISE_FIRST:
+                return End(no_json_rpc(self.server, self._noise_first))
+        return item
+
+    def _judged(self, line: bytes) -> SessionMessage | NotJSONRPC | End | Refuse | None:
         self.asked = False
         line = line.removeprefix(_BOM)  # before: the message was dropped as noise, its request waiting its timeout
         if (split := across_lines(self.server, line)) is not None:

@@ -5,6 +5,7 @@
 SPEC keys (all optional):
     pages:     list of lists of raw tool dicts; tools/list serves them with nextCursor "p1", "p2", …
     stderr:    text written to stderr at start
+    banner:    lines ("banner 1", "banner 2", …) written to stdout at start, before anything is read
     tools/call: "pid" and "count" answer this process's pid and call count, "crash" exits with status 9 (with
                ``signal``, kills itself with it; with ``leave`` true, first starting a process that sleeps 600 s
                holding the server's stdout open), "hang" never answers, "sleep" waits ``seconds`` (one call at a
@@ -72,6 +73,9 @@ def main() -> None:
     if spec.get("stderr"):
         sys.stderr.write(spec["stderr"] + "\n")
         sys.stderr.flush()
+    if spec.get("banner"):
+        sys.stdout.write("".join(f"banner {i}\n" for i in range(1, int(spec["banner"]) + 1)))
+        sys.stdout.flush()
     if spec.get("start_delay"):
         time.sleep(float(spec["start_delay"]))  # a server that is slow to start
     behavior = spec.get("behavior", "ok")

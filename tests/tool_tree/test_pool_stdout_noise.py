@@ -17,6 +17,7 @@ from tool_tree.config import ServerConfig
 from tool_tree.pool import ServerPool
 from tool_tree.pool_errors import ServerUnavailable
 from tool_tree.stderr_log import StderrLog
+from tool_tree.stdio_lines import MAX_NOISE_FIRST
 
 pytestmark = pytest.mark.anyio
 
@@ -103,3 +104,25 @@ async def test_a_start_timing_out_after_stdout_lines_that_are_not_json_rpc_quote
         "and wrote to stdout lines that are not JSON-RPC: check that the command starts an MCP server over stdio that "
         "logs to stderr; if it does, raise its timeout (servers.raw.timeout) or try `protocol: legacy` (servers.raw)"
     ) in caplog.messages
+
+
+async def test_a_start_that_writes_a_thousand_lines_and_no_json_rpc_fails_at_once_saying_so(tmp_path: Path) -> None:
+    # Before: the start waited out its whole timeout ("timed out after 30 s while starting …"), however many lines a
+    # program that is no MCP server wrote.
+    server = replace(raw(tmp_path, banner=MAX_NOISE_FIRST, behavior="garbage"), timeout=30)
+    async with ServerPool([server]) as pool:
+        with pytest.raises(ServerUnavailable) as caught:
+            await pool.call("raw", "pid", {})
+    assert caught.value.reason.startswith(
+        "server 'raw' wrote 1,000 lines to stdout that are not JSON-RPC and not one JSON-RPC message: an MCP server "
+        "over stdio writes only JSON-RPC messages there, one a line (logs belong on stderr); is the command an MCP "
+        "server?"
+    )
+    assert "'banner 1'" in (caught.value.stderr_tail or "")
+
+
+async def test_a_server_that_writes_a_long_banner_to_stdout_before_json_rpc_is_served(tmp_path: Path) -> None:
+    # A server that logs its start to stdout, then speaks JSON-RPC, works as it did.
+    server = replace(raw(tmp_path, banner=MAX_NOISE_FIRST - 1), timeout=30)
+    async with ServerPool([server]) as pool:
+        assert text(await pool.call("raw", "pid", {})).isdigit()
