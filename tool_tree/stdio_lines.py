@@ -41,7 +41,7 @@ _BOM = b"\xef\xbb\xbf"
 UTF-8 with its preamble) or before each: JSON allows a parser to ignore it (RFC 8259, 8.1), so it is dropped."""
 _NOISE_KEPT = 1000
 """Characters kept of a stdout line that is not JSON-RPC, for the server's `tool_tree.stderr_log.StderrLog`."""
-_BATCH = re.compile(rb'\s*\[\s*\{\s*"')
+_ARRAY = re.compile(rb"\s*\[")
 """How a JSON-RPC batch (an array of messages) opens."""
 MAX_NOISE_FIRST = 1000
 """Lines that are not JSON-RPC a stdio server may write before its first JSON-RPC message: a server that prints a
@@ -152,15 +152,18 @@ class Lines:
         self._noise_first = 0  # lines that are not JSON-RPC before it
 
     def messages(self, line: bytes) -> list[bytes]:
-        """The messages of a line: itself, or each message of a JSON-RPC batch (an array of messages, each with its
-        ``jsonrpc`` member), written again one by one to be judged as lines of their own.
+        """The messages of a line: itself, or each item of a JSON-RPC batch (an array holding a message, an object
+        with its ``jsonrpc`` member), written again one by one to be judged as lines of their own (an item that is no
+        message as a line that is not JSON-RPC).
 
         JSON-RPC 2.0 lets a server answer with a batch (and MCP's 2025-03-26 protocol); before, a batch was dropped
-        as a line that is not JSON-RPC, the answers in it waiting out their call's timeout. A line over the limit of
-        values, one of notifications alone past their budget, or any other array (``[{}]``, ``[]``), is judged whole,
-        as it was (refused, dropped unread)."""
+        as a line that is not JSON-RPC, the answers in it waiting out their call's timeout, as they did in one with an
+        item that is no message beside them (``[answer, 1]``: a JSON reply's is read over HTTP). A line over the limit
+        of values, one of notifications alone past their budget, or any other array (``[{}]``, ``[]``), is judged
+        whole, as it was (refused, dropped unread)."""
         if (
-            not _BATCH.match(line.removeprefix(_BOM))
+            not _ARRAY.match(line.removeprefix(_BOM))
+            or b'"jsonrpc"' not in line
             or (values := count_values(line, self.max_values)) > self.max_values
         ):
             return [line]
@@ -170,7 +173,7 @@ class Lines:
             batch = from_json(line.removeprefix(_BOM).decode("utf-8", self.errors))
         except ValueError:
             return [line]
-        if not all(isinstance(message, dict) and "jsonrpc" in message for message in batch):
+        if not isinstance(batch, list) or not any(isinstance(item, dict) and "jsonrpc" in item for item in batch):
             return [line]
         try:
             return [to_json(message) for message in batch]

@@ -31,7 +31,8 @@ It answers ``initialize``, ``tools/list`` and ``ping`` as any server; ``tools/ca
     bom        answers ``ok`` on a line that starts with a UTF-8 byte order mark (as a .NET server writing UTF-8 with
                its preamble does)
     batch      answers with a JSON-RPC batch on one line: ``n`` ``notifications/progress`` of the call (progress
-               1, 2, …), then the answer ``batched``
+               1, 2, …), then the answer ``batched`` (with ``last``, after two items that are no message: ``1`` and
+               an object with no ``jsonrpc``)
 """
 
 from __future__ import annotations
@@ -154,7 +155,7 @@ def call(
             for i in range(1, n + 1)
         ]
         reply = {"jsonrpc": "2.0", "id": request_id, "result": {"content": [{"type": "text", "text": "batched"}]}}
-        send_line(json.dumps([*notes, reply]))
+        send_line(json.dumps([*([1, {"note": "no message"}] if last else []), *notes, reply]))
     else:
         answer(request_id, "ok")
 

@@ -555,16 +555,19 @@ async def test_an_answer_after_a_byte_order_mark_is_read() -> None:
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize("notes", [0, 2], ids=["answer_alone", "with_progress"])
-async def test_an_answer_in_a_json_rpc_batch_is_read_with_the_messages_beside_it(notes: int) -> None:
+@pytest.mark.parametrize(
+    ("notes", "junk"), [(0, False), (2, False), (2, True)], ids=["answer_alone", "with_progress", "beside_no_message"]
+)
+async def test_an_answer_in_a_json_rpc_batch_is_read_with_the_messages_beside_it(notes: int, junk: bool) -> None:
     # Before: a line holding a JSON array was dropped as a stdout line that is not JSON-RPC, the call waiting out its
-    # whole timeout (JSON-RPC 2.0 lets a server send a batch, and MCP's 2025-03-26 protocol).
+    # whole timeout (JSON-RPC 2.0 lets a server send a batch, and MCP's 2025-03-26 protocol); so was one holding an
+    # item that is no message (``1``) beside them.
     config = ServerConfig(name="batch", command=sys.executable, args=(str(FLOOD),), timeout=30)
     told: list[float] = []
     async with ServerPool([config]) as pool:
         with anyio.fail_after(10):
             result = await pool.call(
-                "batch", "batch", {"n": notes}, progress=lambda done, total, message: told.append(done)
+                "batch", "batch", {"n": notes, "last": junk}, progress=lambda done, total, message: told.append(done)
             )
         assert not result.get("isError") and text(result) == "batched"
         assert text(await pool.call("batch", "ok", {})) == "ok"
