@@ -18,7 +18,8 @@ its stdout, or which signal came), and that serve stopped, are said on stderr, t
 The reader is linear in what it reads (`LineSplitter`) and caps one message at
 `MAX_MESSAGE_BYTES`, the 4 MiB the SDK's Streamable HTTP transport accepts in one request body. A
 longer line is never buffered: it is skipped up to its newline, logged, and a request whose id
-can be read from its first or last bytes is answered with an error; the next line is read as usual.
+can be read from its first or last bytes is answered with an error; the next line is read as usual. So is a request
+the SDK's parser refuses (`agent.serve.unread`: before, dropped unanswered).
 
 Over 400 lines: the reader, the writer and the signal handling (which serve over HTTP shares) are one transport's,
 each shaped by how a client leaves.
@@ -27,10 +28,8 @@ each shaped by how a client leaves.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
-import re
 import signal
 import sys
 import threading
@@ -51,6 +50,8 @@ from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
 from mcp.shared.message import SessionMessage
 
 from agent.serve.server import ToolServer
+from agent.serve.unread import ENDS_KEPT as _ENDS_KEPT
+from agent.serve.unread import id_at_ends, unread
 
 logger = logging.getLogger(__name__)
 
@@ -68,11 +69,6 @@ SIGKILL 2 s after its SIGTERM (``FORCE_KILL_TIMEOUT``), and the close has to end
 MAX_MESSAGE_BYTES = DEFAULT_MAX_REQUEST_BODY_SIZE
 """The longest message a client may send over stdio (one line, without its newline): what the SDK's
 Streamable HTTP transport accepts in one request body (4 MiB), so both transports take the same."""
-_ENDS_KEPT = 1024
-"""Bytes kept from each end of a line over the cap, to find the id of the request it carried."""
-_ID = rb'"id"\s*:\s*(-?\d{1,30}|"(?:[^"\\]|\\.){0,200}")'
-_ID_FIRST = re.compile(rb'\A\s*\{(?:\s*"(?:jsonrpc|method)"\s*:\s*"[^"\\]{0,200}"\s*,)*\s*' + _ID)
-_ID_LAST = re.compile(_ID + rb"\s*\}\s*\Z")
 
 
 @dataclass(frozen=True)
@@ -86,14 +82,7 @@ class Overlong:
     def request_id(self) -> types.RequestId | None:
         """The id of the request it carried, when it is the first member (after ``jsonrpc`` and ``method``,
         as the Python SDK writes it) or the last (as the TypeScript SDK does); else None."""
-        found = _ID_FIRST.match(self.head) or _ID_LAST.search(self.tail)
-        if found is None:
-            return None
-        try:
-            value = json.loads(found.group(1))
-        except ValueError:
-            return None
-        return value if isinstance(value, int | str) else None
+        return id_at_ends(self.head, self.tail)
 
 
 class LineSplitter:
@@ -218,6 +207,17 @@ class StdinLines:
             token = anyio.lowlevel.current_token()
             threading.Thread(target=self._read, args=(token,), name="tooltree-stdin", daemon=True).start()
         return self._receive.__aiter__()
+
+
+async def _answer_unread(read: Any, session: MemoryObjectSendStream[SessionMessage | Exception], write: Any) -> None:
+    """Hand the session what the SDK read from stdin, but answer a request it could not parse (`unread`) instead."""
+    async with session:
+        async for item in read:
+            if isinstance(item, Exception) and (answer := unread(item)) is not None:
+                with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    await write.send(SessionMessage(answer))
+                continue
+            await session.send(item)
 
 
 async def _answer_refused(refused: MemoryObjectReceiveStream[types.JSONRPCError], write: Any) -> None:
@@ -412,11 +412,14 @@ async def serve_stdio(app: ToolServer, *, stdin: int | None = None, stdout: int 
                         server.lifespan(server) as state,
                     ):
                         tg.start_soon(_answer_refused, lines.refused, write_stream)
+                        read, session = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+                        tg.start_soon(_answer_unread, read_stream, read, write_stream)
                         # As `Server.run`, but the handshake's options are built when the client asks, not now:
                         # a tree refreshed in the meantime gives its instructions. The handshake era only when a
                         # server may ask the client during a call (2026-07-28 over stdio has no channel for it).
                         serve = serve_loop if app.asks_client else serve_dual_era_loop
-                        await serve(server, read_stream, write_stream, lifespan_state=state)
+                        with session:
+                            await serve(server, session, write_stream, lifespan_state=state)
                     tg.cancel_scope.cancel()
             # The client is gone (or a signal came); `app` closes its session as this block ends. An upstream
             # server busy with a call may not exit when its stdin closes: it is ended before the client's SIGTERM.

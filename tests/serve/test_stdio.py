@@ -245,3 +245,39 @@ async def test_what_a_script_writes_in_the_workspace_is_in_its_host_folder_when_
 
         await client.call_tool("execute_python", {"code": "import os\nos.remove('report.csv')"})
         assert not (workspace / "report.csv").exists()
+
+
+def test_a_request_the_parser_cannot_read_is_answered_naming_the_argument_and_the_next_is_served(
+    make_serve: Callable[..., Serve],
+) -> None:
+    # Before: the SDK's stdio transport dropped a line its parser refused (a whole number of more than 4,300 digits,
+    # nesting past 200 levels), and the client waited for its answer for ever.
+    serve = make_serve(serve={"passthrough": ["media.slow_echo"], "warm": 0})
+    raw = RawStdio(serve.argv(), serve.env())
+    try:
+        raw.initialize()
+        head = '{"jsonrpc": "2.0", "id": %d, "method": "tools/call", "params": {"name": "media__slow_echo", '
+        lines = [
+            head % 2 + '"arguments": {"text": "x", "extra": ' + "9" * 5000 + "}}}",
+            head % 3 + '"arguments": {"text": "x", "extra": ' + "[" * 250 + "]" * 250 + "}}}",
+            '{"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "media__slow_',  # cut off
+        ]
+        assert raw.proc.stdin is not None
+        raw.proc.stdin.write("".join(line + "\n" for line in lines))
+        raw.proc.stdin.flush()
+        said = {i: raw.wait_for(lambda m, i=i: m.get("id") == i, f"the answer to request {i}") for i in (2, 3, 4)}
+        assert [said[i]["error"]["code"] for i in (2, 3, 4)] == [-32700] * 3
+        assert said[2]["error"]["message"] == (
+            "tooltree serve could not read the request: argument 'extra' holds a whole number of more than 4,300 "
+            "digits, more than a server's JSON parser reads (Python's, the MCP SDK's); send it as a string; it was not "
+            "run"
+        )
+        assert said[3]["error"]["message"].startswith(
+            "tooltree serve could not read the request: argument 'extra' nests more than 198 levels deep"
+        )
+        assert said[4]["error"]["message"].startswith("tooltree serve could not read the request: Invalid JSON: EOF")
+        raw.send({"id": 5, "method": "tools/call", "params": {"name": "media__slow_echo", "arguments": {"text": "ok"}}})
+        done = raw.wait_for(lambda m: m.get("id") == 5, "the answer to request 5")
+        assert done["result"]["content"][0]["text"] == "ok"
+    finally:
+        raw.close()
