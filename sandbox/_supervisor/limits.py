@@ -123,6 +123,39 @@ def too_many_values(limit: int = MAX_CALL_VALUES) -> str:
     )
 
 
+MAX_INT_DIGITS = 4300
+"""Digits of the longest whole number a frame may carry: what the supervisor's and the host's JSON parsers read
+(``sys.get_int_max_str_digits``' default), and a server's (`tool_tree.sendable`)."""
+
+
+def long_number(value: object) -> str | None:
+    """What a script is told when a call's arguments (``value``) hold a whole number of more than `MAX_INT_DIGITS`
+    digits, naming the argument; None when they hold none. A script that raised its interpreter's limit
+    (``sys.set_int_max_str_digits(0)``, as the interpreter's own error advises) wrote such a number into its frame,
+    which the supervisor could not read: the interpreter was restarted, its variables lost."""
+    if not isinstance(value, dict):
+        return None
+    for name, top in value.items():
+        stack = [top]
+        while stack:
+            item = stack.pop()
+            if isinstance(item, dict):
+                stack.extend(item.values())
+            elif isinstance(item, list | tuple):
+                stack.extend(item)
+            elif (
+                isinstance(item, int)
+                and not isinstance(item, bool)
+                and abs(item).bit_length() > 14_000  # 4,215 digits at most: not compared
+                and abs(item) >= 10**MAX_INT_DIGITS
+            ):
+                return (
+                    f"argument {name!r} holds a whole number of more than {MAX_INT_DIGITS:,} digits, more than a JSON "
+                    "parser reads (the host's, a server's); send it as a string"
+                )
+    return None
+
+
 def too_deep(limit: int = MAX_CALL_DEPTH) -> str:
     """What a script is told when a call's arguments nest deeper than ``limit`` levels."""
     return f"the arguments nest deeper than {limit} levels"

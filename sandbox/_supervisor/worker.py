@@ -50,10 +50,12 @@ from .limits import (
     MAX_ERROR_CHARS,
     MAX_IMAGES,
     MAX_IMAGES_TOTAL_BYTES,
+    MAX_INT_DIGITS,
     MAX_TRACEBACK_CHARS,
     TRACEBACK_PART_CHARS,
     WHERE_SIGNAL,
     cut_middle,
+    long_number,
     too_deep,
     too_many_values,
 )
@@ -200,6 +202,11 @@ class Connection:
             # A call the supervisor (and the host) would refuse unparsed is refused here, with the host's words.
             message = {"type": "call", "id": call_id, "method": method, "params": params}
             flushing.flush_all()  # what the script printed before the call reaches the host before it
+            limit = getattr(sys, "get_int_max_str_digits", lambda: 0)()  # none before Python 3.10.7
+            if limit not in range(1, MAX_INT_DIGITS + 1) and (
+                (long := long_number(params.get("arguments"))) is not None
+            ):  # the script raised the interpreter's limit: the supervisor's is not
+                raise HostError(long, "invalid_arguments")
             try:
                 try:
                     self._writer.send(message, max_values=MAX_FRAME_VALUES)
@@ -213,7 +220,9 @@ class Connection:
             except FrameTooLarge as e:
                 raise HostError(f"the arguments are too large to send: {e}", "too_large") from None
             except (ValueError, TypeError) as e:
-                raise HostError(f"the arguments cannot be sent as JSON: {e}", "invalid_arguments") from None
+                # A whole number too long for the interpreter's own limit: named, not "use sys.set_int_max_str_digits()"
+                why = long_number(params.get("arguments")) or f"the arguments cannot be sent as JSON: {e}"
+                raise HostError(why, "invalid_arguments") from None
             event.wait()
         finally:  # also when the wait is interrupted (KeyboardInterrupt, a script's own alarm)
             with self._lock:

@@ -548,6 +548,35 @@ def test_a_script_sees_a_failed_servers_stderr_without_the_secret_from_its_env(
     assert SECRET not in repr(result)
 
 
+@pytest.mark.docker
+def test_a_scripts_call_with_a_whole_number_too_long_for_json_is_refused_naming_the_argument(
+    docker_engine: object, test_config: SandboxConfig, tree: Path, pool: BackgroundPool
+) -> None:
+    # Before: at the interpreter's limit, "the arguments cannot be sent as JSON: Exceeds the limit (4300 digits) …; use
+    # sys.set_int_max_str_digits() to increase the limit"; a script that did so had its frame refused by the
+    # supervisor: "the interpreter sent its supervisor a bad frame (…) and was restarted", its variables lost.
+    bridge = McpBridge(tree, pool.pool)
+    with Sandbox(config=test_config, tree=tree, tools=bridge, tool_loop=pool.loop) as sandbox:
+        result = sandbox.execute(
+            "import sys\n"
+            "from tool_tree.runtime import ToolCallError, call_tool\n"
+            "kept = 'still here'\n"
+            "for limit in (4300, 0):\n"
+            "    sys.set_int_max_str_digits(limit)\n"
+            "    try:\n"
+            "        call_tool('media', 'slow_echo', {'text': 'x', 'extra': [10**5000]})\n"
+            "    except ToolCallError as e:\n"
+            "        print(e.code, '|', e)\n"
+            "print(kept, call_tool('media', 'slow_echo', {'text': 'ok', 'seconds': 0}).text)\n"
+        )
+    assert result.error is None, result.traceback
+    said = (
+        "invalid_arguments | media.slow_echo: argument 'extra' holds a whole number of more than 4,300 digits, more "
+        "than a JSON parser reads (the host's, a server's); send it as a string"
+    )
+    assert result.stdout.splitlines() == [said, said, "still here ok"]
+
+
 def test_arguments_past_the_per_call_limits_are_refused_before_hashing_and_audited(
     tree: Path, pool: BackgroundPool
 ) -> None:
