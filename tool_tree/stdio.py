@@ -35,8 +35,8 @@ reads on, and the server, its stdout pipe full, waits too. A reply nested deeper
 takes (about 200 levels) fails its request at once, naming the limit, when its id can be read unparsed.
 A line holding a JSON-RPC batch (an array of messages, which JSON-RPC 2.0 lets a server send) is read as its messages,
 each judged as a line of its own (`tool_tree.stdio_lines.Lines.messages`). A server that writes a message across
-several lines (pretty-printed JSON) is ended at the message's ``"jsonrpc"`` line, its start or call failing saying so
-(`tool_tree.stdio_framing`), and one of a thousand lines that are not JSON-RPC before any message at the thousandth.
+several lines (pretty-printed JSON), or in UTF-16, is ended at the message's ``"jsonrpc"`` line, its start or call
+failing saying so (`tool_tree.stdio_framing`); one of a thousand lines not JSON-RPC before any message, at the last.
 
 A server that has exited while its stdout stays open (a process it started inherited the pipe) is taken as ended
 once the reader has waited `_HELD_STDOUT_WAIT` for more of it, unless it had exited before it wrote anything (a

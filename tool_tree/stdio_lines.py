@@ -31,7 +31,7 @@ from tool_tree.budget import (
     too_many_values,
 )
 from tool_tree.ledgers import Answer, Outstanding, ServerRequests
-from tool_tree.stdio_framing import across_lines
+from tool_tree.stdio_framing import across_lines, in_utf16
 from tool_tree.unparsed import count_values, peek, tail_id, unaddressed
 
 logger = logging.getLogger(__name__)
@@ -193,7 +193,7 @@ class Lines:
     def _judged(self, line: bytes) -> SessionMessage | NotJSONRPC | End | Refuse | None:
         self.asked = False
         line = line.removeprefix(_BOM)  # before: the message was dropped as noise, its request waiting its timeout
-        if (split := across_lines(self.server, line)) is not None:
+        if (split := across_lines(self.server, line) or in_utf16(self.server, line)) is not None:
             return End(split)  # before: each of its lines was dropped as noise, the start or call waiting its timeout
         values = count_values(line, self.max_values)
         if values > self.max_values:

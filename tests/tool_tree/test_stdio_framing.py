@@ -19,12 +19,13 @@ from tool_tree.config import ServerConfig
 from tool_tree.connect import connect, list_tools_raw
 from tool_tree.pool import ServerPool, ServerUnavailable
 from tool_tree.stderr_log import StderrLog
-from tool_tree.stdio_framing import across_lines
+from tool_tree.stdio_framing import across_lines, in_utf16
 
 pytestmark = pytest.mark.anyio
 
 # A stdio MCP server in plain Python that writes its answers with ``json.dumps(indent=INDENT)``: all of them
-# (PRETTY=all) or those of tools/call alone (PRETTY=calls); ID_FIRST puts the id before the jsonrpc member.
+# (PRETTY=all) or those of tools/call alone (PRETTY=calls); ID_FIRST puts the id before the jsonrpc member; ENCODING
+# is the one it writes in (UTF-8 unless set).
 SERVER = r"""
 import json, os, sys
 indent = json.loads(os.environ["INDENT"])
@@ -49,7 +50,9 @@ for line in sys.stdin:
     else:
         answer["result"] = result
     pretty = os.environ["PRETTY"] == "all" or msg["method"] == "tools/call"
-    print(json.dumps(answer, indent=indent if pretty else None), flush=True)
+    text = json.dumps(answer, indent=indent if pretty else None) + "\n"
+    sys.stdout.buffer.write(text.encode(os.environ.get("ENCODING", "utf-8")))
+    sys.stdout.buffer.flush()
 """
 
 SAID = (
@@ -58,10 +61,13 @@ SAID = (
 )
 
 
-def pretty_server(tmp_path: Path, pretty: str, *, indent: int | str = 2, id_first: bool = False) -> ServerConfig:
+def pretty_server(
+    tmp_path: Path, pretty: str, *, indent: int | str = 2, id_first: bool = False, encoding: str = "utf-8"
+) -> ServerConfig:
     script = tmp_path / "pretty.py"
     script.write_text(SERVER, encoding="utf-8")
-    env = {"PRETTY": pretty, "INDENT": json.dumps(indent)} | ({"ID_FIRST": "1"} if id_first else {})
+    env = {"PRETTY": pretty, "INDENT": json.dumps(indent), "ENCODING": encoding}
+    env |= {"ID_FIRST": "1"} if id_first else {}
     # A timeout far longer than the test's bound: the failure must come from the first message, not the timeout.
     return ServerConfig(name="pretty", command=sys.executable, args=(str(script),), env=env, timeout=120)
 
@@ -126,3 +132,23 @@ async def test_a_call_answered_across_several_lines_fails_at_once_saying_so(tmp_
         with anyio.fail_after(30), pytest.raises(ServerUnavailable) as failed:
             await pool.call("pretty", "hi", {})
     assert f"tooltree ended the server during the call ({SAID}" in str(failed.value)
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-16-be"])
+async def test_a_server_that_writes_utf16_fails_its_start_at_once_saying_so(tmp_path: Path, encoding: str) -> None:
+    # Before: its messages were dropped as lines that are not JSON-RPC, and its start waited out the whole timeout
+    # ("timed out after 120 s while starting").
+    async with ServerPool([pretty_server(tmp_path, "none", encoding=encoding)]) as pool:
+        with anyio.fail_after(30), pytest.raises(ServerUnavailable) as failed:
+            await pool.call("pretty", "hi", {})
+    assert str(failed.value).startswith(
+        "server 'pretty' is unavailable: server 'pretty' writes its messages in UTF-16 (a NUL byte beside each "
+        "character): MCP over stdio needs UTF-8; set the server's output encoding to UTF-8"
+    )
+
+
+@pytest.mark.parametrize(
+    "line", [b'{"jsonrpc": "2.0", "id": 1, "result": {}}', b"log\x00line", "jsonrpc".encode("utf-16-le")[:-1]]
+)
+def test_a_line_in_utf8_or_with_a_nul_alone_is_not_taken_for_utf16(line: bytes) -> None:
+    assert in_utf16("s", line) is None
