@@ -32,7 +32,7 @@ from tooltree_cli.exec_calls import LEDGER_LINES as LEDGER_LINES
 from tooltree_cli.exec_calls import print_sandbox_failed
 from tooltree_cli.exec_images import save_images
 from tooltree_cli.exec_result import _outputs_where, _print_human, result_json
-from tooltree_cli.exec_script import _read_code, _UsageError
+from tooltree_cli.exec_script import _read_code, _UsageError, left_behind
 from tooltree_cli.exec_stop import CANCEL_WAIT, CtrlCStopsTheScript, FinishTheSave, notes_not_logged
 from tooltree_cli.output import EXIT_NOT_PRINTED, not_printed, print_json
 from tooltree_cli.signals import EXIT_HUNG_UP, EXIT_TERMINATED, Terminated, signals_stop_like_ctrl_c
@@ -190,7 +190,10 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_SANDBOX
     # A save's message and notes may name what the script made (files, errors the sandbox sent): cleaned.
     try:
-        return _report(args, result, _shown(unsaved) if unsaved is not None else None, [_shown(n) for n in notes])
+        exit_code = _report(args, result, _shown(unsaved) if unsaved is not None else None, [_shown(n) for n in notes])
+        if (behind := left_behind(args, result.error)) is not None:
+            print(f"tooltree: note: {_shown(behind)}", file=sys.stderr)
+        return exit_code
     except BrokenPipeError:  # the reader left: said as every command says it
         raise
     except OSError as e:  # stdout on a full disk (`> out.txt`): before, "unexpected" (exit 70), as if a bug

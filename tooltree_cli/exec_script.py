@@ -144,3 +144,27 @@ def _too_big(name: str, length: int | None, limit: int) -> str:
         f"{name}: {what} than the sandbox takes in one execution ({size(limit)}); put the data "
         "in a file in --workspace and read it from the script"
     )
+
+
+_NO_MODULE = re.compile(r"ModuleNotFoundError: No module named '([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def left_behind(args: argparse.Namespace, error: str | None) -> str | None:
+    """What to say when the script failed to import a module that is beside it on this machine (a file or package
+    next to SCRIPT; in the current folder for -c and standard input): only the script's text goes into the sandbox,
+    so ``import helpers`` of the ``helpers.py`` beside it failed with a bare ModuleNotFoundError; None otherwise."""
+    match = _NO_MODULE.search(error or "")
+    if match is None:
+        return None
+    module = match.group(1)
+    folder = Path(args.script).parent if args.script not in (None, "-") else Path.cwd()
+    try:
+        found = next((p for p in (folder / f"{module}.py", folder / module) if p.exists()), None)
+    except OSError:
+        return None
+    if found is None:
+        return None
+    return (
+        f"{found} is beside the script on this machine, not in the sandbox, which gets the script's text alone: put "
+        "what it imports in a --workspace folder (/workspace in the sandbox, on its import path)"
+    )

@@ -117,6 +117,33 @@ def test_exec_traceback_names_the_script_as_given_with_its_lines(
 
 
 @pytest.mark.docker
+def test_a_script_importing_a_module_beside_it_is_told_that_only_its_text_is_in_the_sandbox(
+    docker_engine: object,
+    project: tuple[Path, Path],
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    # Before: a bare "ModuleNotFoundError: No module named 'helpers'", with helpers.py right beside the script.
+    config, tree = project
+    (tmp_path / "top.py").write_text("import helpers\nprint(helpers.X)\n", encoding="utf-8")
+    (tmp_path / "helpers.py").write_text("X = 5\n", encoding="utf-8")
+    argv = ["--config", str(config), "--tree", str(tree)]
+    assert main(["exec", str(tmp_path / "top.py"), *argv]) == 1
+    err = capsys.readouterr().err
+    assert "ModuleNotFoundError: No module named 'helpers'" in err
+    assert f"tooltree: note: {tmp_path / 'helpers.py'} is beside the script on this machine, not in the sandbox" in err
+    assert "put what it imports in a --workspace folder (/workspace in the sandbox, on its import path)" in err
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "helpers.py").write_text("X = 5\n", encoding="utf-8")  # as the note says: it runs
+    assert main(["exec", str(tmp_path / "top.py"), "--workspace", str(workspace), *argv]) == 0
+    out, err = capsys.readouterr()
+    assert out == "5\n" and "note:" not in err
+    assert main(["exec", "-c", "import json_helpers_nowhere", *argv]) == 1  # nothing of that name here: no note
+    assert "note:" not in capsys.readouterr().err
+
+
+@pytest.mark.docker
 def test_a_server_whose_variable_is_unset_fails_its_calls_naming_it_and_the_other_servers_work(
     docker_engine: object,
     project: tuple[Path, Path],
