@@ -95,6 +95,17 @@ def test_a_structured_result_that_repeats_its_blocks_prints_as_its_dict() -> Non
     assert str(laid_out) == "{'a': [1, 2]}"
 
 
+def test_a_structured_result_whose_text_is_the_json_of_one_of_its_values_prints_as_its_dict() -> None:
+    # As server-memory answers: structured content must be an object, so its list comes wrapped, and its text block is
+    # the list's JSON (before: printed after the dict as a block it does not hold, "[text '[\\n  {…': result.text]").
+    entities = [{"name": "Alice", "entityType": "person", "observations": ["likes tea"]}]
+    wrapped = _structured([{"type": "text", "text": json.dumps(entities, indent=2)}], {"entities": entities})
+    assert str(wrapped) == repr({"entities": entities})
+    # JSON of something else is still named.
+    other = _structured([{"type": "text", "text": '[{"name": "Bob"}]'}], {"entities": entities, "n": 1})
+    assert str(other) == repr({"entities": entities, "n": 1}) + '\n[text \'[{"name": "Bob"}]\': result.text]'
+
+
 def test_a_printed_structured_result_names_other_text_and_counts_many_blocks() -> None:
     said = _structured([{"type": "text", "text": "3 rows found"}], {"rows": 3})
     assert str(said) == "{'rows': 3}\n[text '3 rows found': result.text]"

@@ -26,9 +26,9 @@ class StructuredResult(dict[str, Any]):
 
     ``.content``, ``.text``, ``.images``, ``.resource_links`` and ``.resources`` are the result's, as a `ToolResult`
     gives them; ``show_image(value)`` shows its images. ``repr`` is the dict's; ``str`` (``print``) adds a line for
-    each content block the structured content does not hold (a text block that is its JSON, as the MCP spec asks, or
-    one of its strings is held; so is an image block it repeats, as server-filesystem's tools do). ``copy``,
-    ``deepcopy`` and pickle keep the result; ``dict(value)`` and ``value.copy()`` are plain dicts.
+    each content block the structured content does not hold (a text block that is its JSON, as the MCP spec asks, the
+    JSON of one of its values, or one of its strings is held; so is an image block it repeats, as server-filesystem's
+    tools do). ``copy``, ``deepcopy`` and pickle keep the result; ``dict(value)`` and ``value.copy()`` are plain dicts.
     """
 
     __slots__ = ("tool_result",)
@@ -124,8 +124,9 @@ def _counted(blocks: list[dict[str, Any]]) -> str:
 
 def _unheld(blocks: list[dict[str, Any]], value: dict[str, Any]) -> list[tuple[int, dict[str, Any]]]:
     """The blocks (with their index) the structured content ``value`` does not hold: a text block that is neither its
-    JSON nor one of its strings (server-filesystem's ``{"content": <the text>}``), another block that is none of its
-    values."""
+    JSON, nor the JSON of one of its values (structured content is an object, so a list comes wrapped:
+    server-memory's ``{"entities": [...]}`` beside the list's JSON), nor one of its strings (server-filesystem's
+    ``{"content": <the text>}``), another block that is none of its values."""
     held: tuple[list[dict[str, Any]], set[str]] | None = None
     out: list[tuple[int, dict[str, Any]]] = []
     for n, b in enumerate(blocks):
@@ -141,10 +142,16 @@ def _unheld(blocks: list[dict[str, Any]], value: dict[str, Any]) -> list[tuple[i
 
 
 def _is_json_of(text: str, value: dict[str, Any]) -> bool:
+    """Whether ``text`` is the JSON of ``value`` or of one of its values that is an object or an array."""
+    if text.lstrip()[:1] not in ("{", "["):
+        return False
     try:
-        return bool(json.loads(text) == value)
+        parsed = json.loads(text)
     except (json.JSONDecodeError, RecursionError):
         return False
+    if parsed == value:
+        return True
+    return isinstance(parsed, dict | list) and any(parsed == v for v in value.values() if isinstance(v, dict | list))
 
 
 def _values_in(value: Any) -> tuple[list[dict[str, Any]], set[str]]:
