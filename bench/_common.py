@@ -1,4 +1,4 @@
-"""Shared helpers for the benchmarks: timing whole processes, medians, tables, JSON output."""
+"""Shared helpers for the benchmarks: timing whole processes, medians, tables, JSON output, patched attributes."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +84,20 @@ def print_table(title: str, header: Sequence[str], rows: Sequence[Sequence[Any]]
     print("  ".join("-" * w for w in widths))
     for r in rows:
         print("  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)))
+
+
+@contextmanager
+def patched(patches: Mapping[tuple[Any, str], Any]) -> Iterator[None]:
+    """Each ``(owner, name)`` attribute set to its value for the ``with`` block, and set back after it (an
+    experiment's stand-in for what the search calls)."""
+    real = {key: getattr(*key) for key in patches}
+    for (owner, name), value in patches.items():
+        setattr(owner, name, value)
+    try:
+        yield
+    finally:
+        for (owner, name), value in real.items():
+            setattr(owner, name, value)
 
 
 def write_json(name: str, data: Any) -> Path:

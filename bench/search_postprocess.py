@@ -49,7 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np
 import search_models
 import search_recall as sr
-from _common import write_json
+from _common import patched, write_json
 from search_sets import Catalog, livemcpbench, metatool, with_bfcl
 
 import tool_tree.search._index as index_module
@@ -230,15 +230,11 @@ class PostProcess:
 @contextmanager
 def variant(pp: PostProcess, post: Post) -> Iterator[None]:
     patches = {(sr, "with_vectors"): pp.with_vectors, (index_module, "query_vectors"): pp.query_vectors}
-    real = {key: getattr(*key) for key in patches}
     pp.post = post
-    for (module, name), value in patches.items():
-        setattr(module, name, value)
     try:
-        yield
+        with patched(patches):
+            yield
     finally:
-        for (module, name), value in real.items():
-            setattr(module, name, value)
         pp.post = Post()
 
 

@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 import search_recall as sr
-from _common import write_json
+from _common import patched, write_json
 from search_sets import livemcpbench, metatool, with_bfcl
 
 import tool_tree.search._index as index_module
@@ -131,15 +131,11 @@ def variant(evidence: ServerEvidence, beta: float, server_sentence: bool) -> Ite
         (sr, "embed_text"): text_with_server if server_sentence else embed_text,
         (index_module, "fuse_units"): evidence.fuse_units,
     }
-    real = {key: getattr(*key) for key in patches}
     evidence.beta = beta
-    for (module, name), value in patches.items():
-        setattr(module, name, value)
     try:
-        yield
+        with patched(patches):
+            yield
     finally:
-        for (module, name), value in real.items():
-            setattr(module, name, value)
         evidence.beta = 0.0
 
 

@@ -47,7 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np
 import search_models
 import search_recall as sr
-from _common import write_json
+from _common import patched, write_json
 from search_sets import Catalog, livemcpbench, metatool, with_bfcl
 
 import tool_tree.search._index as index_module
@@ -147,15 +147,11 @@ def window_ranking(width: int, mode: str, weight: float) -> Iterator[None]:
         (sr, "embed_all"): embed_all,
         (sr, "with_vectors"): with_vectors,
     }
-    real = {key: getattr(*key) for key in patches}
     STATE.width, STATE.mode, STATE.weight = width, mode, weight
-    for (owner, name), value in patches.items():
-        setattr(owner, name, value)
     try:
-        yield
+        with patched(patches):
+            yield
     finally:
-        for (owner, name), value in real.items():
-            setattr(owner, name, value)
         STATE.width, STATE.weights = 0, None
 
 
