@@ -368,7 +368,7 @@ def main() -> int:
         posts[label] = post
 
     def mean(label: str) -> float:
-        return float(np.mean([r["R@5"] for r in results[label].values()]))
+        return sr.mean_r5(results[label])
 
     run(Post())
     for post in single_variants():
@@ -397,13 +397,7 @@ def main() -> int:
             lost = f"lost ({gain:+.4f} mean{'' if above else ', ≤ BM25'})"
             verdicts[label] = f"candidate ({gain:+.4f})" if gain > 1e-9 and above else lost
 
-    columns = list(base)
-    last = "held out" if args.sets == "held" else "rule"
-    print(f"\n{'variant':44s} | " + " | ".join(f"{c[:20]:>20s}" for c in columns) + f" |   mean | {last}")
-    for label, r in results.items():
-        cells = [f"{x['R@1']:.3f}/{x['R@5']:.3f}/{x['R@10']:.3f}".rjust(20) for x in r.values()]
-        print(f"{label:44s} | " + " | ".join(cells) + f" | {mean(label):.3f} | {verdicts.get(label, '')}")
-    print("cells: R@1/R@5/R@10; sizes: " + ", ".join(f"{c} {base[c]['needs']} needs" for c in columns))
+    sr.print_cells(results, 44, 20, verdicts, "held out" if args.sets == "held" else "rule")
 
     candidates = [label for label, v in verdicts.items() if v.startswith("candidate")]
     best = max(candidates, key=mean) if candidates else max((k for k in posts if k != "hybrid default"), key=mean)

@@ -386,6 +386,34 @@ def print_table(results: dict[str, dict[str, dict[str, float]]]) -> None:
     print("sizes: " + ", ".join(f"{c}: {base[c]['queries']} queries / {base[c]['needs']} needs" for c in columns))
 
 
+def mean_r5(row: dict[str, dict[str, float]]) -> float:
+    """The mean R@5 of one variant's sets."""
+    import numpy as np
+
+    return float(np.mean([r["R@5"] for r in row.values()]))
+
+
+def print_cells(
+    results: dict[str, dict[str, dict[str, float]]],
+    width: int,
+    cell: int,
+    verdicts: dict[str, str] | None = None,
+    last: str = "",
+) -> None:
+    """Each variant's R@1/R@5/R@10 per set and its mean R@5 (its label padded to ``width`` characters, a set's
+    cell to ``cell``, the set's name cut to it), and its verdict after them, headed ``last``, when ``verdicts``
+    are given; the sets' sizes are plain BM25's row's."""
+    base = results["plain BM25"]
+    columns = list(base)
+    tail = "" if verdicts is None else f" | {last}"
+    print(f"\n{'variant':{width}s} | " + " | ".join(f"{c[:cell]:>{cell}s}" for c in columns) + f" |   mean{tail}")
+    for label, row in results.items():
+        cells = [f"{r['R@1']:.3f}/{r['R@5']:.3f}/{r['R@10']:.3f}".rjust(cell) for r in row.values()]
+        verdict = "" if verdicts is None else f" | {verdicts.get(label, '')}"
+        print(f"{label:{width}s} | " + " | ".join(cells) + f" | {mean_r5(row):.3f}{verdict}")
+    print("cells: R@1/R@5/R@10; sizes: " + ", ".join(f"{c} {base[c]['needs']} needs" for c in columns))
+
+
 # --- speed ---------------------------------------------------------------------------------
 
 

@@ -172,7 +172,7 @@ def main() -> int:
         run(label, beta, server_sentence)
 
     def mean(label: str) -> float:
-        return float(np.mean([r["R@5"] for r in results[label].values()]))
+        return sr.mean_r5(results[label])
 
     a_labels = [k for k in results if k.startswith("A β=")]
     c_beta = args.c_beta
@@ -181,12 +181,7 @@ def main() -> int:
     if c_beta is not None and (args.variants is None or any(v.startswith("C") for v in args.variants)):
         run(f"C β={c_beta}", c_beta, True)
 
-    columns = list(results["plain BM25"])
-    print(f"\n{'variant':22s} | " + " | ".join(f"{c[:24]:>24s}" for c in columns) + " |   mean")
-    for label, row in results.items():
-        cells = [f"{r['R@1']:.3f}/{r['R@5']:.3f}/{r['R@10']:.3f}".rjust(24) for r in row.values()]
-        print(f"{label:22s} | " + " | ".join(cells) + f" | {mean(label):.3f}")
-    print("cells: R@1/R@5/R@10; sizes: " + ", ".join(f"{c} {results['plain BM25'][c]['needs']} needs" for c in columns))
+    sr.print_cells(results, 22, 24)
     servers = evidence.tools_per_server
     print(f"servers with evidence (two tools or more, a description): {len(servers)}, {sum(servers.values())} tools")
     report = {"sets": args.sets, "step": args.step, "c_beta": c_beta, "results": results,

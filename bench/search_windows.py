@@ -44,7 +44,6 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import numpy as np
 import search_models
 import search_recall as sr
 from _common import patched, write_json
@@ -235,7 +234,7 @@ def main() -> int:
         results.update(row)
 
     def mean(label: str) -> float:
-        return float(np.mean([r["R@5"] for r in results[label].values()]))
+        return sr.mean_r5(results[label])
 
     base = results["plain BM25"]
     verdicts: dict[str, str] = {}
@@ -251,13 +250,7 @@ def main() -> int:
             lost = f"lost ({gain:+.3f} mean{'' if above else ', ≤ BM25'})"
             verdicts[label] = "wins" if gain > 1e-9 and above else "level" if abs(gain) <= 1e-9 and above else lost
 
-    columns = list(base)
-    last = "held out" if args.sets == "held" else "rule"
-    print(f"\n{'variant':36s} | " + " | ".join(f"{c[:20]:>20s}" for c in columns) + f" |   mean | {last}")
-    for label, row in results.items():
-        cells = [f"{r['R@1']:.3f}/{r['R@5']:.3f}/{r['R@10']:.3f}".rjust(20) for r in row.values()]
-        print(f"{label:36s} | " + " | ".join(cells) + f" | {mean(label):.3f} | {verdicts.get(label, '')}")
-    print("cells: R@1/R@5/R@10; sizes: " + ", ".join(f"{c} {base[c]['needs']} needs" for c in columns))
+    sr.print_cells(results, 36, 20, verdicts, "held out" if args.sets == "held" else "rule")
 
     units = {"default (clauses)": units_per_query(catalogs, args.sets, 0, "added")}
     for width in WIDTHS:
