@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import agent.prefilter.catalog
 from agent.prefilter import CatalogTool, sibling_map
 from tests.agent.conftest import Project
 from tests.agent.prefilter_support import catalog
+from tests.generator.work import lines_run
 
 
 def tool(server: str, name: str, description: str) -> CatalogTool:
@@ -54,3 +56,27 @@ def test_siblings_of_a_server_of_a_thousand_tools_by_word_and_by_a_name_of_other
     assert named["big.tool_0005"] == ["big.tool_0004", "big.tool_0006"]
     assert named["big.tool_0000"] == ["big.tool_0001", "big.tool_0999", "big.v2.get"]
     assert named["big.v2.get"] == ["big.tool_0000", "big.reader"]
+
+
+def test_siblings_of_a_server_whose_names_hold_a_dot_take_work_that_grows_with_its_size() -> None:
+    # Names such as `grp7.tool_0007` (MCP allows the dot) were each searched for in every description, and every tool
+    # went through the whole server to find who named it: 1,000 tools took 8.5 s before a run's first request, 2,000
+    # took 37 s. Lines run, not time: the same on every machine (`tests/generator/work.py`).
+    words = ["read", "write", "record", "list", "search", "update", "export", "import"]
+    size = 1000
+
+    def name(i: int) -> str:
+        return f"grp{i % 50}.tool_{i % size:04d}"
+
+    tools = [
+        tool("big", name(i), " ".join([*(words[(i * 7 + k) % 8] for k in range(40)), f"then {name(i + 1)}."]))
+        for i in range(size)
+    ]
+    tools.append(tool("big", "🚀🚀🚀🚀", "Launch; then grp1.tool_0001."))
+    tools.append(tool("big", "launcher", "Use 🚀🚀🚀🚀 first, not x🚀🚀🚀🚀."))
+    with lines_run(agent.prefilter.catalog) as lines:
+        named = sibling_map(tools)
+    assert named["big.grp5.tool_0005"] == ["big.grp4.tool_0004", "big.grp6.tool_0006"]
+    assert named["big.grp1.tool_0001"] == ["big.grp0.tool_0000", "big.grp2.tool_0002", "big.🚀🚀🚀🚀"]
+    assert named["big.🚀🚀🚀🚀"] == ["big.grp1.tool_0001", "big.launcher"]
+    assert lines.count < 200 * size  # now about 65 per tool; was over 3,000
