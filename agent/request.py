@@ -291,6 +291,30 @@ def stream_message(
         retries += 1
 
 
+BIG_TOOLS_BYTES = 16 * 1024 * 1024
+"""A tools array of at least this many bytes as JSON (half the 32 MB the Messages API takes in one request) is named as
+what made a request too large (413)."""
+
+
+def big_tools_advice(params: dict[str, Any]) -> str:
+    """What to do about a request refused as too large (413) whose tools array is at least `BIG_TOOLS_BYTES`, or "".
+
+    Before, only "large tool results or images: start a new conversation": direct mode over 8,020 tools of large
+    schemas sent 54 MB of tool definitions with each request, its first one included, which no new conversation fixes.
+    """
+    import json
+
+    tools = params.get("tools") or []
+    size = len(json.dumps(tools, ensure_ascii=False, default=str).encode("utf-8", "replace"))
+    if size < BIG_TOOLS_BYTES:
+        return ""
+    return (
+        f"the request is over the API's size limit, and its tools array alone is {size / 2**20:,.1f} MiB of JSON "
+        f"({len(tools):,} tools, sent with every request): offer fewer tools (--mode code or filtered, or exclude "
+        "tools in tooltree.yaml)"
+    )
+
+
 MAX_RETRY_AFTER = 60.0
 """The longest ``retry-after`` waited for: an answer asking for more is not retried (the SDK waited whatever it
 asked, up to 49 days, saying nothing: a proxy's ``retry-after: 86400`` held a run a day per retry)."""
@@ -464,5 +488,7 @@ def send(
             logged(200, str(e))
             raise ModelAPIError(f"the Messages API {e}", status_code=200, result=partial) from None
         text, status, advice = api_error_text(e, client, model=model)
+        if status == 413:
+            advice = big_tools_advice(params) or advice
         raise ModelAPIError(text, status_code=status, result=partial, advice=advice) from None
     return message, monotonic() - t0

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from agent import Agent, AgentSetupError, ModelAPIError, read_transcript
+from agent import request as agent_request
 from agent.summary import TokenUsage
 from agent.testing import ApiError, CutStream, FakeMessagesAPI, reply, tool_use
 from sandbox.host import Runtime
@@ -111,6 +112,25 @@ def test_an_error_retrying_cannot_fix_says_what_failed_and_what_to_do(
         agent(project, api, live).run("Read the deal")
     assert str(info.value) == f"the Messages API answered {error.status}: {error.message}"
     assert advice in info.value.advice and info.value.status_code == error.status
+
+
+def test_a_request_too_large_for_its_tools_array_says_to_offer_fewer_tools(
+    project: Project, live: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: "large tool results or images: start a new conversation", also when the first request was refused for
+    # its tools array alone (direct mode over 8,020 tools of large schemas: 54 MB a request), which no new conversation
+    # fixes. The bound is lowered to this tree's 18 tools, whose array is a few KB.
+    monkeypatch.setattr(agent_request, "BIG_TOOLS_BYTES", 1024)
+    error = ApiError(413, "Request exceeds the maximum allowed number of bytes.")
+    with FakeMessagesAPI([error] * 3) as api, pytest.raises(ModelAPIError) as info:
+        agent(project, api, live).run("Read the deal")
+    tools = api.requests[0]["tools"]
+    assert len(tools) == 19 and info.value.status_code == 413  # and batch_tool
+    assert info.value.advice.startswith("the request is over the API's size limit, and its tools array alone is ")
+    assert info.value.advice.endswith(
+        " MiB of JSON (19 tools, sent with every request): offer fewer tools (--mode code or filtered, or exclude "
+        "tools in tooltree.yaml)"
+    )
 
 
 def test_each_retry_is_recorded_with_its_wait_and_counted_in_the_summary(
