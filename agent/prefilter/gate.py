@@ -291,10 +291,15 @@ class PreFilter:
         threshold = self.threshold or verdicts.threshold or self.classifier.default_threshold
         wanted: list[str] = []
         above: list[str] = []
+        expanded: set[int] = set()  # a list of siblings added (mode server: one per server, shared by its tools)
         for key, p in ranked:
             if p >= threshold:
                 above.append(key)
-                wanted += [key, *self.siblings.get(key, ())]
+                wanted.append(key)
+                siblings = self.siblings.get(key, ())
+                if id(siblings) not in expanded:  # each server's whole list once, not once per tool above
+                    expanded.add(id(siblings))
+                    wanted += siblings
         step.above = len(above)
         self.decided.grow(wanted)
         confirmed = self._pin_only.intersection(wanted)  # pinned, and now decided too: to be saved

@@ -86,6 +86,14 @@ def test_siblings_can_be_the_whole_server(project: Project) -> None:
     assert crm <= set(f.admitted) and not any(k.startswith("media.") for k in f.admitted)
 
 
+def test_whole_server_siblings_follow_the_tool_above_the_threshold_in_catalog_order(project: Project) -> None:
+    f = gate(project, [{"crm.search_records": 0.9, "crm.get_record": 0.8}], siblings="server")
+    f.start()
+    step = f.decide([user("find and read the record")])
+    crm = [t.key for t in catalog(project.tree) if t.server == "crm"]
+    assert step.added == ["crm.search_records", *(k for k in crm if k != "crm.search_records")]
+
+
 @pytest.mark.parametrize("kind", ["error", "missing_model"])
 def test_a_classifier_that_fails_admits_every_tool_and_says_why(project: Project, kind: str) -> None:
     f = gate(project, [FilterError(f"scripted {kind}", kind=kind)])  # type: ignore[arg-type]
