@@ -72,27 +72,33 @@ def _mentioned(tools: Sequence[CatalogTool]) -> dict[str, set[str]]:
 
     Each description is cut into its runs of word characters and hyphens once, and looked up in the names. A name
     holding another character (``v2.get``) is searched for with its pattern, compiled once, and only in the
-    descriptions that hold its longest run (``get``) as a whole run: every run of a name is a whole run of the text
+    descriptions that hold one of its runs (``get``) as a whole run: every run of a name is a whole run of the text
     wherever the name is mentioned. Before, every pair was searched with a pattern compiled anew (a server of 300
     tools took 6 s to start a run, one of 1,000 a minute); then every description was still searched with every such
     pattern (a server of 1,000 tools named ``group.tool`` took 8.5 s, one of 2,000 37 s).
     """
     by_name: dict[str, list[CatalogTool]] = defaultdict(list)
-    by_run: dict[str, list[tuple[re.Pattern[str], CatalogTool]]] = defaultdict(list)
-    no_run: list[tuple[str, re.Pattern[str], CatalogTool]] = []
+    others: list[tuple[str, CatalogTool]] = []
     for u in tools:
         for name in {u.tool, u.name}:
             if len(name) < MIN_NAME:
                 continue
             if _WORD.fullmatch(name):
                 by_name[name].append(u)
-                continue
-            pattern = re.compile(rf"(?<![\w-]){re.escape(name)}(?![\w-])")
-            runs = _WORD.findall(name)
-            if runs:
-                by_run[max(runs, key=len)].append((pattern, u))
-            else:  # no word character at all (an emoji's name): only where the text holds it
-                no_run.append((name, pattern, u))
+            else:
+                others.append((name, u))
+    # Each name of other characters is keyed by the run that fewest such names share, the longest of those: of
+    # `repo.list` and `issue.list`, `repo` and `issue`, not `list`, which every description may hold.
+    shared = Counter(run for name, _ in others for run in set(_WORD.findall(name)))
+    by_run: dict[str, list[tuple[re.Pattern[str], CatalogTool]]] = defaultdict(list)
+    no_run: list[tuple[str, re.Pattern[str], CatalogTool]] = []
+    for name, u in others:
+        pattern = re.compile(rf"(?<![\w-]){re.escape(name)}(?![\w-])")
+        runs = _WORD.findall(name)
+        if runs:
+            by_run[min(runs, key=lambda run: (shared[run], -len(run)))].append((pattern, u))
+        else:  # no word character at all (an emoji's name): only where the text holds it
+            no_run.append((name, pattern, u))
     out: dict[str, set[str]] = {}
     for t in tools:
         words = set(_WORD.findall(t.description))

@@ -90,3 +90,14 @@ def test_siblings_of_a_server_whose_names_hold_a_dot_take_work_that_grows_with_i
     assert named["big.grp1.tool_0001"] == ["big.grp0.tool_0000", "big.grp2.tool_0002", "big.🚀🚀🚀🚀"]
     assert named["big.🚀🚀🚀🚀"] == ["big.grp1.tool_0001", "big.launcher"]
     assert lines.count < 200 * size  # now about 65 per tool; was over 3,000
+
+
+def test_siblings_of_names_that_share_a_word_every_description_holds_take_work_that_grows_with_the_server() -> None:
+    # `7.list_items`, `8.list_items`, …: a name is looked for only where a description holds the run fewest names
+    # share (`7`), not their longest (`list_items`, in every description here, which would search every name in each).
+    size = 1000
+    tools = [tool("big", f"{i}.list_items", f"Returns list_items of {(i + 1) % size}.list_items.") for i in range(size)]
+    with lines_run(agent.prefilter.catalog) as lines:
+        named = sibling_map(tools)
+    assert named["big.5.list_items"] == ["big.4.list_items", "big.6.list_items"]
+    assert lines.count < 200 * size
