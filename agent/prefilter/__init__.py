@@ -23,7 +23,8 @@ from agent.prefilter.claude import DEFAULT_FILTER_MODEL, ClaudeFilter
 from agent.prefilter.gate import DEFAULT_TIMEOUT, FilterStep, PreFilter, request_text
 from agent.prefilter.local import LocalFilter
 from agent.prefilter.state import AdmittedSet, load_state, save_state
-from tool_tree.tree import Manifest, TreeError
+from sandbox.stored_definitions import shared_manifest
+from tool_tree.tree import TreeError
 
 if TYPE_CHECKING:
     import anthropic
@@ -86,7 +87,7 @@ def make_prefilter(
         raise AgentSetupError(f"unknown siblings mode {siblings!r}; use {' or '.join(SIBLINGS)}")
     mode: Siblings = "server" if siblings == "server" else "named"
     try:
-        catalog = load_catalog(tree, Manifest.load(tree))
+        catalog = load_catalog(tree, shared_manifest(tree))  # the toolset's copy: its tools are read once
     except TreeError as e:
         raise AgentSetupError(str(e)) from None
     try:

@@ -19,6 +19,7 @@ from agent.testing import ApiError, FakeMessagesAPI, reply, tool_use
 from sandbox.host import Runtime
 from tests.agent.conftest import Project
 from tests.agent.prefilter_support import ScriptedFilter, catalog
+from tool_tree.tree import Manifest
 
 OPPORTUNITY = {"object_type": "opportunity", "record_id": "0065e000009Q3PR"}
 CHART = {"title": "Pipeline", "values": [3, 1, 4]}
@@ -331,3 +332,32 @@ def test_a_request_with_no_tool_admitted_and_no_batch_tool_sends_no_tools_key(pr
     admitted = names(api.requests[1])
     assert "crm__get_record" in admitted and names(api.requests[2]) == admitted  # with its siblings
     assert first.summary.cache_invalidations == 0 and second.summary.cache_invalidations == 0
+
+
+def test_a_filtered_agent_reads_each_server_s_snapshot_once_for_its_pre_filter_and_its_tools(
+    project: Project, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before, the pre-filter's catalog and the toolset each read every snapshot and checked every schema: an 8,020-tool
+    # catalog of large schemas spent 3.5 s on each before the first request. A copy of the tree: no other test's
+    # agent has read it.
+    import shutil
+
+    import agent.toolsets.direct
+
+    tree = tmp_path / "tree"
+    shutil.copytree(project.tree, tree)
+    servers = sorted(s.name for s in Manifest.load(tree).servers)
+    read: list[str] = []
+    load = agent.toolsets.direct.load_snapshot
+
+    def counted(*args: Any, **kwargs: Any) -> list[dict[str, Any]]:
+        read.append(args[1].name)
+        return load(*args, **kwargs)
+
+    monkeypatch.setattr(agent.toolsets.direct, "load_snapshot", counted)
+    first = Agent(project.config, tree=tree, mode="filtered", prefilter="local")
+    assert sorted(read) == servers and len(first.toolset.names) == 18
+    (tree / "snapshots" / "crm.json").write_bytes((tree / "snapshots" / "crm.json").read_bytes())  # a new version
+    read.clear()
+    Agent(project.config, tree=tree, mode="filtered", prefilter="local")
+    assert sorted(read) == servers  # read again, once
