@@ -1,8 +1,9 @@
 """A client's message to ``tooltree serve`` over stdio that the SDK's parser refused, answered rather than dropped.
 
 The SDK's stdio transport hands its session an exception for a line it cannot parse, and the session drops it: a
-request nested more than 200 levels deep, holding a whole number of more than 4,300 digits, or cut off, was never
-answered, its client waiting for ever (a call of a passthrough tool with such an argument, at any timeout). `unread`
+request nested more than 200 levels deep, holding a whole number of more than 4,300 digits or a lone surrogate
+(``"\\ud800"``: valid JSON, but no text), or cut off, was never answered, its client waiting for ever (a call of a
+passthrough tool with such an argument, at any timeout). `unread`
 answers such a request with an error saying why, naming the argument when it can (`tool_tree.sendable`), once its id is
 read; `agent.serve.stdio` hands the session everything else. `id_at_ends` also finds the id of a line over the cap.
 """
@@ -60,6 +61,8 @@ def unread(error: Exception) -> types.JSONRPCError | None:
             return None
         arguments = params.get("arguments") if isinstance(params, dict) else None
         why = unsendable(arguments) if isinstance(arguments, dict) else None
+        if why is None and _holds_surrogate(message):  # before: "unexpected end of hex escape at line 1 column 118"
+            why = SURROGATE
     else:
         data = line.encode("utf-8", "replace")
         if (
@@ -71,6 +74,31 @@ def unread(error: Exception) -> types.JSONRPCError | None:
     why = str(details[0]["msg"])[:200] if why is None else why.removesuffix("; nothing was sent")
     said = f"tooltree serve could not read the request: {why}; it was not run"
     return types.JSONRPCError(jsonrpc="2.0", id=request_id, error=types.ErrorData(code=types.PARSE_ERROR, message=said))
+
+
+SURROGATE = (
+    "the message holds a lone surrogate (an escape such as \\ud800 with no pair, as a JavaScript client's "
+    "JSON.stringify writes one), which is no character: send text (a character outside the BMP as its pair of "
+    "escapes, or as UTF-8)"
+)
+"""Why a request holding a lone surrogate, valid JSON but no text, was not run."""
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _holds_surrogate(value: object) -> bool:
+    """Whether a string of ``value``, a key or a value at any depth, holds a lone surrogate."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if _SURROGATE.search(item):
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
 
 
 def _capped_int(digits: str) -> int:

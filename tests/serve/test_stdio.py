@@ -221,6 +221,31 @@ def test_a_message_over_the_cap_is_answered_with_an_error_and_the_next_request_i
     assert answered["result"]["content"][0]["text"] == "next"
 
 
+def test_a_search_whose_query_holds_a_lone_surrogate_is_answered_with_an_error_and_the_next_is_served(
+    make_serve: Callable[..., Serve],
+) -> None:
+    # `"\\ud800"` is valid JSON (a JavaScript client's JSON.stringify writes a lone surrogate so) but no text: the SDK's
+    # reader dropped the line, and the client waited for an answer until its own timeout; then it was answered, but
+    # "Invalid JSON: unexpected end of hex escape at line 1 column 118".
+    serve = make_serve()
+    raw = RawStdio(serve.argv(), serve.env())
+    try:
+        raw.initialize()
+        lone = {"name": "search_tools", "arguments": {"query": "\ud800 list leads"}}
+        raw.send({"id": 2, "method": "tools/call", "params": lone})
+        after = {"name": "search_tools", "arguments": {"query": "list leads \U0001f680", "detail": "name"}}  # a pair
+        raw.send({"id": 3, "method": "tools/call", "params": after})
+        refused = raw.wait_for(lambda m: m.get("id") == 2, "an answer to the request with a lone surrogate")
+        answered = raw.wait_for(lambda m: m.get("id") == 3, "the answer to the request after it")
+    finally:
+        if raw.proc.stdin is not None:
+            raw.proc.stdin.close()
+        raw.proc.wait(timeout=WAIT)
+        raw.close()
+    assert refused["error"]["code"] == -32700 and "holds a lone surrogate" in refused["error"]["message"]
+    assert "crm.list_leads" in answered["result"]["content"][0]["text"]
+
+
 async def test_what_a_script_writes_in_the_workspace_is_in_its_host_folder_when_the_call_returns(
     make_serve: Callable[..., Serve], tmp_path: Path
 ) -> None:
