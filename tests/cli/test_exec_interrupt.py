@@ -196,6 +196,18 @@ def test_a_second_ctrl_c_quits_at_once_prints_what_the_script_did_and_leaves_no_
 
 
 SLEEP = [{"name": "sleep", "inputSchema": {"type": "object", "properties": {"seconds": {"type": "number"}}}}]
+SLEEPS = "from servers.raw import sleep\nsleep(seconds=120)\n"
+"""A script that stays in a call of the server of `sleeping_server` for 120 s."""
+
+
+def sleeping_server(folder: Path) -> tuple[list[str], Path]:
+    """The config and tree arguments of `tooltree exec` for a raw server whose ``sleep`` tool sleeps as long as it is
+    told, and the file it logs its calls and its SIGTERM in (each with the system-wide monotonic time)."""
+    tree, _ = raw_server_tree(folder, SLEEP)
+    log = folder / "calls.log"
+    spec = {"pages": [SLEEP], "log_file": str(log), "log_signals": True}
+    (folder / "raw.json").write_text(json.dumps(spec), encoding="utf-8")
+    return ["--config", str(folder / "tooltree.yaml"), "--tree", str(tree)], log
 
 
 @pytest.mark.docker
@@ -206,12 +218,8 @@ def test_ctrl_c_during_a_tool_call_signals_the_server_still_at_it_at_once(
     # the call the script had made, got SIGTERM only after the 2 s of grace from its stdin's close given to a server
     # to leave on its own, which one busy with a call never does: `exec` waited for it (3.0 s from Ctrl-C to exit on
     # a quiet machine, now 0.6 s).
-    tree, _ = raw_server_tree(tmp_path, SLEEP)
-    log = tmp_path / "calls.log"
-    spec = {"pages": [SLEEP], "log_file": str(log), "log_signals": True}
-    (tmp_path / "raw.json").write_text(json.dumps(spec), encoding="utf-8")
-    script = "from servers.raw import sleep\nsleep(seconds=120)\n"
-    proc = _start(owner, "-c", script, "--config", str(tmp_path / "tooltree.yaml"), "--tree", str(tree))
+    where, log = sleeping_server(tmp_path)
+    proc = _start(owner, "-c", SLEEPS, *where)
     try:
         deadline = time.monotonic() + WAIT
         while not (log.exists() and "called:sleep " in log.read_text(encoding="utf-8")):
@@ -240,14 +248,9 @@ def test_a_timeout_during_a_tool_call_signals_the_server_still_at_it_at_once(
     # Before: the script timed out, then the runtime closed as after any run, so the server still at the script's call
     # got SIGTERM only after the 2 s of grace a server is given to leave on its own (5.3 s after the call of a script
     # of --timeout 3).
-    tree, _ = raw_server_tree(tmp_path, SLEEP)
-    log = tmp_path / "calls.log"
-    spec = {"pages": [SLEEP], "log_file": str(log), "log_signals": True}
-    (tmp_path / "raw.json").write_text(json.dumps(spec), encoding="utf-8")
-    script = "from servers.raw import sleep\nsleep(seconds=120)\n"
+    where, log = sleeping_server(tmp_path)
     timeout = 3.0
-    argv = ["-c", script, "--timeout", f"{timeout:g}", "--config", str(tmp_path / "tooltree.yaml"), "--tree", str(tree)]
-    proc = _start(owner, *argv)
+    proc = _start(owner, "-c", SLEEPS, "--timeout", f"{timeout:g}", *where)
     try:
         _, err = proc.communicate(timeout=WAIT)
     finally:
