@@ -35,7 +35,7 @@ from generator.files import (
 from generator.generate_args import checked_args
 from generator.kept import Keeper, forget_unsaid, unrecorded_warning, unsaid_warnings, users_folders
 from generator.layout import Plan, ServerListing, emptied_servers, plan_tree
-from generator.previous import load_previous
+from generator.previous import keep_recorded_config, load_previous
 from generator.search_index import write_search_index
 from generator.snapshots import read_snapshots, tree_snapshot_files
 from generator.write_over import _before, _EarlyWriter, _noting, _unrecorded_kept
@@ -469,6 +469,7 @@ def _plan_and_write_over(
             # The file the tree was generated from; a --check, or a run from snapshots alone, keeps the recorded one.
             config=(previous.config if previous is not None and (check or not config) else config),
         )
+        keep_recorded_config(out, plan, previous)
         _carry_kept_files(out, plan, keep)
         counts = {s.name: s.tool_count for s in plan.manifest.servers}
         kept_names = {k.name for k in keep}

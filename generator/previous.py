@@ -1,12 +1,20 @@
-"""The manifest of the tree a run regenerates (`load_previous`), read too when its file has more than one name."""
+"""The manifest of the tree a run regenerates (`load_previous`), read too when its file has more than one name, and
+the configuration file it records, which a run from another configuration naming the same servers keeps
+(`keep_recorded_config`)."""
 
 from __future__ import annotations
 
 import os
 import stat
+from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from tool_tree.regenerate import recorded_config
 from tool_tree.tree import MANIFEST_FILE, MAX_MANIFEST_VALUES, MAX_TREE_FILE_BYTES, Manifest, TreeError, check_values
+
+if TYPE_CHECKING:
+    from generator.layout import Plan
 
 
 def load_previous(out: Path) -> Manifest | None:
@@ -41,3 +49,21 @@ def _linked_manifest(path: Path) -> Manifest | None:
         return Manifest.from_json(raw.decode("utf-8"), source=str(path))
     except (TreeError, ValueError):
         return None
+
+
+def keep_recorded_config(out: Path, plan: Plan, previous: Manifest | None) -> None:
+    """Have ``plan`` keep the configuration file ``previous`` records when it differs from it in nothing else and
+    that file is still there: another configuration naming the same servers (``serve --config serve.yaml`` over a
+    tree generated from ``tooltree.yaml``) gives the same tree, and the command naming the recorded file regenerates
+    it. Before, the run rewrote the manifest and the search index for the path alone, and ``tooltree serve``'s refresh
+    told its sessions the tree was regenerated, though no tool changed (``--check`` called it up to date)."""
+    manifest = plan.manifest
+    if previous is None or not previous.config or manifest.config == previous.config:
+        return
+    if replace(manifest, config=previous.config) != previous:
+        return
+    recorded = recorded_config(out, previous)
+    if recorded is None or not os.path.isfile(recorded):  # moved or gone: the file in use is recorded instead
+        return
+    manifest.config = previous.config
+    plan.files[MANIFEST_FILE] = manifest.to_json().encode("utf-8")

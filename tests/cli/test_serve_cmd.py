@@ -425,3 +425,20 @@ def test_a_refresh_that_writes_only_the_search_index_does_not_have_the_sessions_
     (tree / "servers" / "crm" / "list_leads.py").unlink()
     code, read = _regenerate(load(str(config)), tree, background=True)
     assert code == 0 and read is not None  # a stub written: they do
+
+
+def test_a_refresh_from_another_config_naming_the_same_servers_writes_nothing_and_reloads_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `tooltree serve --config serve.yaml` over a tree generated from tooltree.yaml. Before: "is up to date (2 written,
+    # 0 deleted)", the manifest's recorded config and the search index rewritten, and each session's next
+    # execute_python told its handshake's instructions were of the tree before, though no tool changed.
+    from tooltree_cli.common import load
+    from tooltree_cli.serve_cmd import _regenerate
+
+    config, tree = _crm_tree(tmp_path)
+    capsys.readouterr()
+    serve = tmp_path / "serve.yaml"
+    serve.write_text(config.read_text(encoding="utf-8"), encoding="utf-8")
+    assert _regenerate(load(str(serve)), tree, background=True) == (0, None)
+    assert f"tooltree serve: {tree} is up to date (nothing changed)\n" in capsys.readouterr().err

@@ -20,7 +20,7 @@ from sandbox.errors import SandboxError
 from sandbox.tree_pack import MAX_MODULE_BYTES, pack_tree
 from tests.support import sample_config_yaml
 from tool_tree.regenerate import regenerate_command, shell_word
-from tool_tree.tree import MANIFEST_FILE, Manifest, TreeError, servers_link
+from tool_tree.tree import MANIFEST_FILE, SEARCH_INDEX_FILE, Manifest, TreeError, servers_link
 from tooltree_cli.main import main
 
 
@@ -161,3 +161,24 @@ def test_the_texts_for_a_damaged_tree_name_the_command_for_it(project: Path, tmp
     with pytest.raises(TreeError) as folder:
         Manifest.load(tree)
     assert "a folder, not a manifest; regenerate the tree with `tooltree generate-tree --out" in str(folder.value)
+
+
+def test_a_run_from_another_config_naming_the_same_servers_writes_nothing_and_keeps_the_recorded_one(
+    project: Path, tmp_path: Path
+) -> None:
+    # As `tooltree serve --config serve.yaml` refreshes a tree generated from tooltree.yaml. Before: the run rewrote
+    # the manifest for the path alone, and the search index with it ("2 written"), and serve's sessions were told
+    # the tree was regenerated though no tool changed.
+    config, tree = _copy(project, tmp_path / "p")
+    other = tmp_path / "serve.yaml"
+    shutil.copy(config, other)
+    manifest = (tree / MANIFEST_FILE).read_bytes()
+    index = (tree / SEARCH_INDEX_FILE).read_bytes()
+    assert main(["generate-tree", "--config", str(other), "--out", str(tree), "--embeddings", "off"]) == 0
+    assert (tree / MANIFEST_FILE).read_bytes() == manifest
+    assert (tree / SEARCH_INDEX_FILE).read_bytes() == index
+    assert regenerate_command(tree) == f"`tooltree generate-tree --config '{config}' --out {tree}`"
+    # The recorded file gone, the tree names the one it was generated from now.
+    config.unlink()
+    assert main(["generate-tree", "--config", str(other), "--out", str(tree), "--embeddings", "off"]) == 0
+    assert regenerate_command(tree) == f"`tooltree generate-tree --config {other} --out {tree}`"
