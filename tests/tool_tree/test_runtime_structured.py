@@ -78,6 +78,16 @@ def test_a_structured_result_survives_pickle_and_copy_with_its_content(chart: di
 IMAGE_BLOCK = {"type": "image", "data": base64.b64encode(b"\x89PNG\r\n\x1a\n1234").decode(), "mimeType": "image/png"}
 
 
+class _Said:
+    """A value whose ``repr`` is ``said``: what a printed result shows in place of a block's data."""
+
+    def __init__(self, said: str) -> None:
+        self.said = said
+
+    def __repr__(self) -> str:
+        return self.said
+
+
 def _structured(content: list[dict[str, Any]], value: dict[str, Any]) -> StructuredResult:
     result: StructuredResult = structured(ToolResult(content=content, structured_content=value), "s", "t")
     return result
@@ -87,7 +97,9 @@ def test_a_structured_result_that_repeats_its_blocks_prints_as_its_dict() -> Non
     # As server-filesystem's tools answer: read_media_file's image is in the structured content too, read_text_file's
     # text is its one string; and the JSON text the spec asks for, however it is laid out.
     media = _structured([IMAGE_BLOCK], {"content": [IMAGE_BLOCK]})
-    assert str(media) == repr({"content": [IMAGE_BLOCK]})
+    assert str(media) == repr(
+        {"content": [{**IMAGE_BLOCK, "data": _Said("<image/png, 12 bytes as base64: result.images[0]>")}]}
+    )
     text = _structured([{"type": "text", "text": "hello\n"}], {"content": "hello\n"})
     assert str(text) == "{'content': 'hello\\n'}"
     blocks = [{"type": "text", "text": '{\n  "a": [1, 2]\n}'}, {"type": "text", "text": ""}]
@@ -104,6 +116,27 @@ def test_a_structured_result_whose_text_is_the_json_of_one_of_its_values_prints_
     # JSON of something else is still named.
     other = _structured([{"type": "text", "text": '[{"name": "Bob"}]'}], {"entities": entities, "n": 1})
     assert str(other) == repr({"entities": entities, "n": 1}) + '\n[text \'[{"name": "Bob"}]\': result.text]'
+
+
+def test_a_printed_structured_result_shows_the_base64_data_of_its_blocks_as_their_size_and_keeps_it_whole() -> None:
+    # As server-filesystem's read_media_file answers: the image's base64 in the structured content too. Before: a
+    # print showed all of it (267,000 characters for a 195 KB PNG), up to the output's cap.
+    image = {"type": "image", "data": IMAGE, "mimeType": "image/png"}
+    audio = {"type": "audio", "data": base64.b64encode(b"RIFF" + bytes(996)).decode(), "mimeType": "audio/wav"}
+    blob = {"uri": "file:///a.pdf", "mimeType": "application/pdf", "blob": base64.b64encode(bytes(2_000)).decode()}
+    content = [image, audio, {"type": "resource", "resource": blob}]
+    value = {"content": [image, audio], "pdf": blob["blob"], "name": "chart.png", "short": "aGk="}
+    media = _structured(content, value)
+    size = f"{len(base64.b64decode(IMAGE)):,}"
+    assert str(media) == (
+        f"{{'content': [{{'type': 'image', 'data': <image/png, {size} bytes as base64: result.images[0]>, "
+        "'mimeType': 'image/png'}, {'type': 'audio', 'data': <audio/wav, 1,000 bytes as base64: result.content[1]>, "
+        "'mimeType': 'audio/wav'}], 'pdf': <application/pdf, 2,000 bytes as base64: result.resources[0]>, "
+        "'name': 'chart.png', 'short': 'aGk='}\n"
+        "[Resource(file:///a.pdf, application/pdf, 2,000 bytes): result.resources[0]]"
+    )
+    # The value is whole for the script, and so is its repr.
+    assert media == value and media["content"][0]["data"] == IMAGE and repr(media) == repr(value)
 
 
 def test_a_printed_structured_result_names_other_text_and_counts_many_blocks() -> None:

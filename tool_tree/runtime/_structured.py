@@ -5,7 +5,9 @@ it to another tool), which also carries the whole `ToolResult` it came from: the
 its structured content (an image, a resource link, an embedded resource, more text) are in ``.images``,
 ``.resource_links``, ``.resources``, ``.text`` and ``.content``, named as on a `ToolResult`. Before, the stub returned
 the structured content alone and they were lost to the script (and so to the model). Printed, it is the dict followed
-by a line for each block the structured content does not hold, as a `ToolResult` names its images.
+by a line for each block the structured content does not hold, as a `ToolResult` names its images; a string of it
+that is the base64 data of one of its blocks (an image, audio, an embedded resource's blob) is printed as its size and
+where the block is, ``<image/png, 4,312 bytes as base64: result.images[0]>``, the value staying whole.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tool_tree.runtime._result import Image, Resource, ResourceLink, ToolResult
+from tool_tree.runtime._result import _MIME_CHARS, Image, Resource, ResourceLink, ToolResult, _embedded, _one_line
 
 _LINES = 3
 """Blocks of the content that ``str`` names one a line; more are counted by kind."""
@@ -28,7 +30,9 @@ class StructuredResult(dict[str, Any]):
     gives them; ``show_image(value)`` shows its images. ``repr`` is the dict's; ``str`` (``print``) adds a line for
     each content block the structured content does not hold (a text block that is its JSON, as the MCP spec asks, the
     JSON of one of its values, or one of its strings is held; so is an image block it repeats, as server-filesystem's
-    tools do). ``copy``, ``deepcopy`` and pickle keep the result; ``dict(value)`` and ``value.copy()`` are plain dicts.
+    tools do), and shows a string that is the base64 data of one of its blocks as its size and where the block is
+    (server-filesystem's ``read_media_file`` repeats its image's data there: before, a print showed all of it).
+    ``copy``, ``deepcopy`` and pickle keep the result; ``dict(value)`` and ``value.copy()`` are plain dicts.
     """
 
     __slots__ = ("tool_result",)
@@ -79,13 +83,58 @@ class StructuredResult(dict[str, Any]):
     def __str__(self) -> str:
         """The dict, then a line for each content block the structured content does not hold (counted past three)."""
         unheld = _unheld(self.tool_result.content, dict(self))
+        data = _block_data(self.tool_result.content)
+        shown = repr(_shortened(dict(self), data, [0])) if data else dict.__repr__(self)
         if not unheld:
-            return dict.__repr__(self)
+            return shown
         if len(unheld) <= _LINES:
             lines = [f"[{self.tool_result._block_repr(b)}: {_where(self.tool_result.content, n)}]" for n, b in unheld]
         else:
             lines = [_counted([b for _, b in unheld])]
-        return "\n".join([dict.__repr__(self), *lines])
+        return "\n".join([shown, *lines])
+
+
+class _Data:
+    """Base64 data of a block in a printed structured result: its ``repr`` says its size and where the block is."""
+
+    __slots__ = ("said",)
+
+    def __init__(self, said: str) -> None:
+        self.said = said
+
+    def __repr__(self) -> str:
+        return self.said
+
+
+def _block_data(blocks: list[dict[str, Any]]) -> dict[str, _Data]:
+    """The base64 data of the image and audio blocks and of the embedded resources' blobs, each with what a print shows
+    instead: ``<image/png, 4,312 bytes as base64: result.images[0]>``."""
+    out: dict[str, _Data] = {}
+    for n, b in enumerate(blocks):
+        kind = b.get("type")
+        inner = _embedded(b) if kind == "resource" else b
+        data = inner.get("blob" if kind == "resource" else "data")
+        if kind not in ("image", "audio", "resource") or not isinstance(data, str) or not data or data in out:
+            continue
+        mime = _one_line(inner.get("mimeType") or "application/octet-stream", _MIME_CHARS)
+        size = len(data) * 3 // 4 - (len(data) - len(data.rstrip("=")))
+        out[data] = _Data(f"<{mime}, {size:,} bytes as base64: {_where(blocks, n)}>")
+    return out
+
+
+def _shortened(value: Any, data: dict[str, _Data], seen: list[int]) -> Any:
+    """``value`` with each string of ``data`` in it replaced by what a print shows instead, at most `_NODES` values
+    looked at (the rest as they are); dicts and lists are copied, ``value`` is left as it is."""
+    seen[0] += 1
+    if seen[0] > _NODES:
+        return value
+    if isinstance(value, str):
+        return data.get(value, value)
+    if isinstance(value, dict):
+        return {k: _shortened(v, data, seen) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_shortened(v, data, seen) for v in value]
+    return value
 
 
 def _remade(value: dict[str, Any], tool_result: ToolResult) -> StructuredResult:
