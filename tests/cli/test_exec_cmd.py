@@ -461,15 +461,11 @@ def test_exec_a_script_that_is_not_utf8_exits_2_naming_line_and_column(
     assert capsys.readouterr().err == f"tooltree: error: {script}: {expected}\n"
 
 
-def test_exec_drops_a_utf8_byte_order_mark_as_python_does(
-    project: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Before: the script failed in the sandbox, "SyntaxError: invalid non-printable character U+FEFF", though
-    # `python bom.py` runs it (some Windows editors save UTF-8 with the mark).
+def scripts_sent(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The text of each script `tooltree exec` would run, in order; each "runs" at once, exiting 0, in no sandbox."""
     from sandbox.results import ExecutionResult
     from tooltree_cli import exec_cmd
 
-    config, tree = project
     codes: list[str] = []
 
     def execute(code: str, *args: object, **kwargs: object) -> tuple[object, ...]:
@@ -477,6 +473,16 @@ def test_exec_drops_a_utf8_byte_order_mark_as_python_does(
         return ExecutionResult("", "", 0, 0.1), None, []
 
     monkeypatch.setattr(exec_cmd, "execute", execute)
+    return codes
+
+
+def test_exec_drops_a_utf8_byte_order_mark_as_python_does(
+    project: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: the script failed in the sandbox, "SyntaxError: invalid non-printable character U+FEFF", though
+    # `python bom.py` runs it (some Windows editors save UTF-8 with the mark).
+    config, tree = project
+    codes = scripts_sent(monkeypatch)
     script = tmp_path / "bom.py"
     script.write_bytes(b"\xef\xbb\xbfprint('bom \xc3\xa9')\n")
     argv = ["--config", str(config), "--tree", str(tree)]
@@ -496,17 +502,8 @@ def test_exec_reads_a_script_in_the_encoding_it_declares_as_python_does(
 ) -> None:
     # Before: "not UTF-8 text: byte 0xe9 at line 2, column 11 (save it as UTF-8)", exit 2, though `python old.py` runs
     # a script that declares its encoding (PEP 263).
-    from sandbox.results import ExecutionResult
-    from tooltree_cli import exec_cmd
-
     config, tree = project
-    codes: list[str] = []
-
-    def execute(code: str, *args: object, **kwargs: object) -> tuple[object, ...]:
-        codes.append(code)
-        return ExecutionResult("", "", 0, 0.1), None, []
-
-    monkeypatch.setattr(exec_cmd, "execute", execute)
+    codes = scripts_sent(monkeypatch)
     argv = ["--config", str(config), "--tree", str(tree)]
     first = b"# -*- coding: latin-1 -*-\nprint('caf\xe9')\n"
     second = b"#!/usr/bin/env python\n# vim: set fileencoding=cp1252 :\nprint('\x80 5')\n"
