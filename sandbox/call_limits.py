@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from sandbox._supervisor.limits import MAX_CALL_DEPTH, MAX_CALL_VALUES, too_deep, too_many_values
+from sandbox._supervisor.limits import MAX_CALL_DEPTH, MAX_CALL_VALUES, refused_argument, too_deep, too_many_values
 from tool_tree.sendable import unsendable
 
 MIB = 1024 * 1024
@@ -77,7 +77,7 @@ def measure(arguments: dict[str, Any], limits: CallLimits = DEFAULT_LIMITS) -> C
     while containers and chars <= limits.bytes:
         container, depth = containers.pop()
         if depth > limits.depth:
-            raise ArgumentsRefused(too_deep(limits.depth))
+            raise ArgumentsRefused(refused_argument(arguments, limits.depth) or too_deep(limits.depth))
         nodes += len(container)  # counted before looking at them: nothing is built per item of a huge array
         if nodes > limits.nodes:
             raise ArgumentsRefused(too_many_values(limits.nodes))

@@ -10,24 +10,20 @@ Each is refused before anything is sent, naming the argument; the session goes o
 from __future__ import annotations
 
 import json
-import math
 import sys
 from collections.abc import Mapping
 from typing import Any
 
 import anyio
 
+from tool_tree.runtime._sendable import MAX_INT_DIGITS as MAX_INT_DIGITS
+from tool_tree.runtime._sendable import first_refused
+
 MAX_REQUEST_DEPTH = 200
 """Levels the JSON parser of the MCP Python SDK reads in a message (tooltree reads answers with it too)."""
 MAX_ARGUMENT_DEPTH = MAX_REQUEST_DEPTH - 2
 """Levels the arguments may nest (the arguments object is the first): the request adds two around them (the message
 and its ``params``)."""
-MAX_INT_DIGITS = 4300
-"""Digits of the longest whole number a Python server's JSON parser reads (``sys.get_int_max_str_digits``' default;
-pydantic's the same)."""
-_LONGEST = 10**MAX_INT_DIGITS
-_SHORT_BITS = int(MAX_INT_DIGITS * math.log2(10)) - 1
-"""Bits of a whole number surely shorter than `_LONGEST` (compared only past them)."""
 
 
 SMALL_VALUES = 2000
@@ -103,28 +99,24 @@ def _within(arguments: Mapping[str, Any]) -> bool:
 
 
 def _named(arguments: Mapping[str, Any]) -> str | None:
-    """`unsendable`, walked value by value, naming the first argument that fails."""
-    for name, top in arguments.items():
-        stack: list[tuple[Any, int]] = [(top, 2)]  # the arguments object is level 1
-        while stack:
-            value, depth = stack.pop()
-            if isinstance(value, dict | list | tuple):
-                if depth > MAX_ARGUMENT_DEPTH:
-                    return (
-                        f"argument {name!r} nests more than {MAX_ARGUMENT_DEPTH} levels deep (the arguments' own "
-                        f"object the first): with the request around it, more than the {MAX_REQUEST_DEPTH} levels a "
-                        "server's JSON parser reads (the MCP Python SDK's); nothing was sent"
-                    )
-                stack.extend((item, depth + 1) for item in (value.values() if isinstance(value, dict) else value))
-            elif isinstance(value, int) and not isinstance(value, bool):
-                if abs(value).bit_length() > _SHORT_BITS and abs(value) >= _LONGEST:
-                    return (
-                        f"argument {name!r} holds a whole number of more than {MAX_INT_DIGITS:,} digits, more than a "
-                        "server's JSON parser reads (Python's, the MCP SDK's); send it as a string; nothing was sent"
-                    )
-            elif isinstance(value, float) and not math.isfinite(value):
-                return (
-                    f"argument {name!r} holds {value!r}, which JSON cannot carry (it would reach the server as null); "
-                    "nothing was sent"
-                )
-    return None
+    """`unsendable`, walked value by value (`first_refused`, the rule the sandbox follows too), naming the first
+    argument that fails."""
+    refused = first_refused(arguments, MAX_ARGUMENT_DEPTH, MAX_INT_DIGITS)
+    if refused is None:
+        return None
+    name = refused.name
+    if refused.too_deep:
+        return (
+            f"argument {name!r} nests more than {MAX_ARGUMENT_DEPTH} levels deep (the arguments' own "
+            f"object the first): with the request around it, more than the {MAX_REQUEST_DEPTH} levels a "
+            "server's JSON parser reads (the MCP Python SDK's); nothing was sent"
+        )
+    if isinstance(refused.value, int):
+        return (
+            f"argument {name!r} holds a whole number of more than {MAX_INT_DIGITS:,} digits, more than a "
+            "server's JSON parser reads (Python's, the MCP SDK's); send it as a string; nothing was sent"
+        )
+    return (
+        f"argument {name!r} holds {refused.value!r}, which JSON cannot carry (it would reach the server as null); "
+        "nothing was sent"
+    )

@@ -24,13 +24,17 @@ arguments hold `MAX_CALL_VALUES` (100,000) is 7 more in its frame; a directory l
 ``transfer.BATCH_ITEMS`` (16,384) items of at most five (81,924); an execution result a few dozen.
 A test builds each of them at its largest and counts it.
 
-Standard library only: this runs in the container; the host imports the same module.
+Standard library only, and the stub runtime the image holds beside it (`tool_tree.runtime`): this runs in the
+container; the host imports the same module.
 """
 
 from __future__ import annotations
 
 import re
 import signal
+
+from tool_tree.runtime._sendable import MAX_INT_DIGITS as MAX_INT_DIGITS
+from tool_tree.runtime._sendable import first_refused
 
 MAX_IMAGES = 8
 """Images one execution may show."""
@@ -123,41 +127,34 @@ def too_many_values(limit: int = MAX_CALL_VALUES) -> str:
     )
 
 
-MAX_INT_DIGITS = 4300
-"""Digits of the longest whole number a frame may carry: what the supervisor's and the host's JSON parsers read
-(``sys.get_int_max_str_digits``' default), and a server's (`tool_tree.sendable`)."""
+def refused_argument(arguments: object, limit: int = MAX_CALL_DEPTH) -> str | None:
+    """What a script is told when a call's arguments (``arguments``) nest deeper than ``limit`` levels, hold a whole
+    number of more than `MAX_INT_DIGITS` digits, or a float that is NaN or infinite, naming the argument and where in
+    it: the rule the host's check of what a server reads follows too (`tool_tree.runtime._sendable.first_refused`);
+    None when they hold none of these.
 
-
-def long_number(value: object) -> str | None:
-    """What a script is told when a call's arguments (``value``) hold a whole number of more than `MAX_INT_DIGITS`
-    digits, naming the argument; None when they hold none. A script that raised its interpreter's limit
-    (``sys.set_int_max_str_digits(0)``, as the interpreter's own error advises) wrote such a number into its frame,
-    which the supervisor could not read: the interpreter was restarted, its variables lost."""
-    if not isinstance(value, dict):
+    Said in the container before a call is sent (a float JSON cannot carry; a number a script that raised its
+    interpreter's limit wrote, which the supervisor could not read: the interpreter was restarted, its variables
+    lost), and on the host as it measures a call (`sandbox.call_limits`)."""
+    if not isinstance(arguments, dict):
         return None
-    for name, top in value.items():
-        stack = [top]
-        while stack:
-            item = stack.pop()
-            if isinstance(item, dict):
-                stack.extend(item.values())
-            elif isinstance(item, list | tuple):
-                stack.extend(item)
-            elif (
-                isinstance(item, int)
-                and not isinstance(item, bool)
-                and abs(item).bit_length() > 14_000  # 4,215 digits at most: not compared
-                and abs(item) >= 10**MAX_INT_DIGITS
-            ):
-                return (
-                    f"argument {name!r} holds a whole number of more than {MAX_INT_DIGITS:,} digits, more than a JSON "
-                    "parser reads (the host's, a server's); send it as a string"
-                )
-    return None
+    refused = first_refused(arguments, limit)
+    if refused is None:
+        return None
+    name, where = refused.name, "" if refused.path == refused.name else f" (at {refused.path})"
+    if refused.too_deep:
+        return f"{too_deep(limit)}: argument {name!r}{where}"
+    if isinstance(refused.value, int):
+        return (
+            f"argument {name!r}{where} holds a whole number of more than {MAX_INT_DIGITS:,} digits, more than a JSON "
+            "parser reads (the host's, a server's); send it as a string"
+        )
+    return f"argument {name!r}{where} holds {refused.value!r}, which JSON cannot carry; send it as a string or None"
 
 
 def too_deep(limit: int = MAX_CALL_DEPTH) -> str:
-    """What a script is told when a call's arguments nest deeper than ``limit`` levels."""
+    """What a script is told when a call's arguments nest deeper than ``limit`` levels (`refused_argument` names the
+    argument after it)."""
     return f"the arguments nest deeper than {limit} levels"
 
 

@@ -55,7 +55,7 @@ from .limits import (
     TRACEBACK_PART_CHARS,
     WHERE_SIGNAL,
     cut_middle,
-    long_number,
+    refused_argument,
     too_deep,
     too_many_values,
 )
@@ -203,10 +203,9 @@ class Connection:
             message = {"type": "call", "id": call_id, "method": method, "params": params}
             flushing.flush_all()  # what the script printed before the call reaches the host before it
             limit = getattr(sys, "get_int_max_str_digits", lambda: 0)()  # none before Python 3.10.7
-            if limit not in range(1, MAX_INT_DIGITS + 1) and (
-                (long := long_number(params.get("arguments"))) is not None
-            ):  # the script raised the interpreter's limit: the supervisor's is not
-                raise HostError(long, "invalid_arguments")
+            raised = limit not in range(1, MAX_INT_DIGITS + 1)  # the script raised its interpreter's limit (0: none)
+            if raised and (number := refused_argument(params.get("arguments"), sys.maxsize)) is not None:
+                raise HostError(number, "invalid_arguments")
             try:
                 try:
                     self._writer.send(message, max_values=MAX_FRAME_VALUES)
@@ -214,15 +213,16 @@ class Connection:
                     check_depth(message, MAX_DEPTH)
                     raise
             except TooDeep:  # before: the supervisor refused it and restarted the interpreter, its variables lost
-                raise HostError(too_deep(), "arguments_too_large") from None
+                raise HostError(
+                    refused_argument(params.get("arguments")) or too_deep(), "arguments_too_large"
+                ) from None
             except TooManyValues:
                 raise HostError(too_many_values(), "arguments_too_large") from None
             except FrameTooLarge as e:
                 raise HostError(f"the arguments are too large to send: {e}", "too_large") from None
-            except (ValueError, TypeError) as e:
-                # A whole number too long for the interpreter's own limit: named, not "use sys.set_int_max_str_digits()"
-                why = long_number(params.get("arguments")) or f"the arguments cannot be sent as JSON: {e}"
-                raise HostError(why, "invalid_arguments") from None
+            except (ValueError, TypeError) as e:  # NaN, infinity, a number past the interpreter's limit: named
+                number = refused_argument(params.get("arguments"), sys.maxsize)  # not "use sys.set_int_max_str_digits"
+                raise HostError(number or f"the arguments cannot be sent as JSON: {e}", "invalid_arguments") from None
             event.wait()
         finally:  # also when the wait is interrupted (KeyboardInterrupt, a script's own alarm)
             with self._lock:

@@ -46,6 +46,13 @@ def test_arguments_past_a_limit_are_refused_with_the_limit_named(arguments: dict
     assert info.value.message.startswith(message)
 
 
+def test_arguments_too_deep_are_refused_naming_the_argument_and_where_in_it_the_limit_is_passed() -> None:
+    # Before: "the arguments nest deeper than 4 levels", whichever of them did.
+    with pytest.raises(ArgumentsRefused) as info:
+        measure({"text": "x", "rows": [{"cells": [[1]]}]}, LIMITS)
+    assert info.value.message == "the arguments nest deeper than 4 levels: argument 'rows' (at rows[0]['cells'][0])"
+
+
 def test_arguments_at_the_limits_pass() -> None:
     assert measure({"pad": [0] * 48}, LIMITS).nodes == 50
     assert measure(nested(4), LIMITS).nodes == 5

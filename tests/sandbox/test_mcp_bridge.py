@@ -571,7 +571,8 @@ def test_a_scripts_call_with_a_whole_number_too_long_for_json_is_refused_naming_
         )
     assert result.error is None, result.traceback
     said = (
-        "invalid_arguments | media.slow_echo: argument 'extra' holds a whole number of more than 4,300 digits, more "
+        "invalid_arguments | media.slow_echo: argument 'extra' (at extra[0]) holds a whole number of more than 4,300 "
+        "digits, more "
         "than a JSON parser reads (the host's, a server's); send it as a string"
     )
     assert result.stdout.splitlines() == [said, said, "still here ok"]

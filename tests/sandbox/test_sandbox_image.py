@@ -35,6 +35,7 @@ def test_the_context_bakes_in_the_supervisor_and_the_runtime() -> None:
     assert "Dockerfile" in files
     assert "lib/tooltree_supervisor/supervisor.py" in files and "lib/tooltree_supervisor/worker.py" in files
     assert "lib/tool_tree/runtime/_call.py" in files and "lib/tool_tree/__init__.py" in files
+    assert "lib/tool_tree/runtime/_sendable.py" in files  # the rule the supervisor shares with the host's check
     assert not any(name.startswith("lib/tool_tree/") and "tree.py" in name for name in files)
 
 

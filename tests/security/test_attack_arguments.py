@@ -149,10 +149,37 @@ def test_arguments_nested_past_what_a_frame_holds_are_refused_in_the_sandbox_and
     )
     result = session.execute(script)
     assert result.error is None and not result.state_reset, result.traceback
-    refused = f"arguments_too_large: the arguments nest deeper than {DEFAULT_LIMITS.depth} levels"
-    assert result.stdout == f"{refused}\n{refused}\n"
+    refused = f"arguments_too_large: the arguments nest deeper than {DEFAULT_LIMITS.depth} levels: argument 'deep'"
+    where = "[0]" * (DEFAULT_LIMITS.depth - 1)  # the arguments object is the first level, 'deep' the second
+    assert result.stdout == f"{refused} (at deep{where})\n{refused} (at deep{where})\n"
     assert calls_received(counted[1]) == before + 1  # only the count call itself
     assert session.execute("print(kept)").stdout == "state\n"
+
+
+@pytest.mark.parametrize("levels", [DEFAULT_LIMITS.depth + 5, 50])
+def test_arguments_nested_too_deep_or_holding_a_float_json_cannot_carry_are_refused_naming_the_argument(
+    levels: int, session: Sandbox, counted: tuple[Path, BackgroundPool]
+) -> None:
+    # Before: "the arguments nest deeper than 20 levels" (said on the host at 25 levels, in the container at 50) and
+    # "the arguments cannot be sent as JSON: Out of range float values are not JSON compliant", whichever argument did.
+    before = calls_received(counted[1])
+    script = TRY + (
+        f"deep = 1\nfor _ in range({levels}):\n    deep = [deep]\n"
+        "print(attempt('echo', {'text': 'x', 'rows': [deep]}))\n"
+        "print(attempt('echo', {'text': 'x', 'rows': [1, {'v': float('nan')}]}))\n"
+        "print(attempt('echo', {'text': 'x', 'limit': float('inf')}))\n"
+    )
+    result = session.execute(script)
+    assert result.error is None and not result.state_reset, result.traceback
+    where = "[0]" * (DEFAULT_LIMITS.depth - 1)  # the arguments object is the first level, 'rows' the second
+    assert result.stdout.splitlines() == [
+        f"arguments_too_large: the arguments nest deeper than {DEFAULT_LIMITS.depth} levels: argument 'rows' "
+        f"(at rows{where})",
+        "invalid_arguments: argument 'rows' (at rows[1]['v']) holds nan, which JSON cannot carry; send it as a "
+        "string or None",
+        "invalid_arguments: argument 'limit' holds inf, which JSON cannot carry; send it as a string or None",
+    ]
+    assert calls_received(counted[1]) == before + 1  # only the count call itself
 
 
 def test_many_large_calls_at_once_are_bounded_per_session_and_the_rest_refused(
