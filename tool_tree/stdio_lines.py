@@ -3,7 +3,8 @@ bytes where they tell (`tool_tree.unparsed`), else once parsed, against the budg
 
 `tool_tree.stdio` reads the pipe and acts on each verdict: hands the item to the session, drops the line,
 ends the server (`End`: one over a limit, one that writes a message across several lines,
-`tool_tree.stdio_framing`, or `MAX_NOISE_FIRST` lines that are not JSON-RPC before any message) or answers a request
+`tool_tree.stdio_framing`, `MAX_NOISE_FIRST` lines that are not JSON-RPC before any message, or a first message that
+is tooltree's own initialize request echoed back) or answers a request
 unread (`Refuse`).
 """
 
@@ -114,6 +115,21 @@ def no_json_rpc(server: str, lines: int) -> str:
         f"server {server!r} wrote {lines:,} lines to stdout that are not JSON-RPC and not one JSON-RPC message: an MCP "
         "server over stdio writes only JSON-RPC messages there, one a line (logs belong on stderr); is the command an "
         "MCP server?"
+    )
+
+
+_OPENINGS = frozenset({"server/discover", "initialize"})
+"""The requests a client opens a session with (the 2026-07-28 protocol's, then the 2025-11-25 one's): a server never
+sends one."""
+
+
+def echoes_input(server: str, method: str) -> str:
+    """Why a server whose first JSON-RPC message is a request of `_OPENINGS` is ended: it is tooltree's own coming back
+    (``cat``, ``tee``); before, the MCP SDK answered it "Method not found", which came back too and failed the start as
+    that."""
+    return (
+        f"server {server!r} sent back tooltree's own {method} request: the command echoes its input (as `cat` does) "
+        "and is no MCP server; is the command an MCP server?"
     )
 
 
@@ -243,6 +259,8 @@ class Lines:
                 )  # fmt: skip
             return item if self.asked else self._stray(answer)
         if isinstance(message, types.JSONRPCRequest):
+            if message.method in _OPENINGS and not self._spoke:
+                return End(echoes_input(self.server, message.method))
             if self._large(line, values):
                 return self._refuse(message.id)
             if (reason := self.requests.received(message.id)) is not None:

@@ -9,15 +9,17 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+import anyio
 import pytest
 from mcp_types import ErrorData
 
 from tests.tool_tree.test_pool import raw, text
 from tool_tree.config import ServerConfig
+from tool_tree.ledgers import Outstanding
 from tool_tree.pool import ServerPool
 from tool_tree.pool_errors import ServerUnavailable
 from tool_tree.stderr_log import StderrLog
-from tool_tree.stdio_lines import MAX_NOISE_FIRST
+from tool_tree.stdio_lines import MAX_NOISE_FIRST, End, Lines
 
 pytestmark = pytest.mark.anyio
 
@@ -126,3 +128,27 @@ async def test_a_server_that_writes_a_long_banner_to_stdout_before_json_rpc_is_s
     server = replace(raw(tmp_path, banner=MAX_NOISE_FIRST - 1), timeout=30)
     async with ServerPool([server]) as pool:
         assert text(await pool.call("raw", "pid", {})).isdigit()
+
+
+async def test_a_command_that_echoes_its_input_fails_its_start_saying_so_not_method_not_found() -> None:
+    # Before: `command: cat` failed its start as "MCPError: Method not found": tooltree's own opening request came
+    # back as a request of the server's, the SDK answered it so, and that answer came back as the opening's.
+    server = ServerConfig(name="echoer", command="cat", timeout=30)
+    async with ServerPool([server]) as pool:
+        with anyio.fail_after(20), pytest.raises(ServerUnavailable) as caught:
+            await pool.call("echoer", "anything", {})
+    assert caught.value.reason.startswith(
+        "server 'echoer' sent back tooltree's own server/discover request: the command echoes its input (as `cat` "
+        "does) and is no MCP server; is the command an MCP server?"
+    )
+
+
+@pytest.mark.parametrize("method", ["server/discover", "initialize"])
+def test_an_opening_request_as_a_servers_first_message_ends_it_and_later_or_other_requests_do_not(method: str) -> None:
+    request = b'{"jsonrpc": "2.0", "id": 1, "method": "%s", "params": {}}'
+    lines = Lines("s", 100_000, "strict", Outstanding("s"))
+    ended = lines.judge(request % method.encode())
+    assert isinstance(ended, End) and ended.reason.startswith(f"server 's' sent back tooltree's own {method} request")
+    lines = Lines("s", 100_000, "strict", Outstanding("s"))
+    assert not isinstance(lines.judge(request % b"roots/list"), End)
+    assert not isinstance(lines.judge(request % method.encode()), End)  # a server that spoke is not judged an echo
