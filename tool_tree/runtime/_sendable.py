@@ -44,7 +44,6 @@ class Refused(NamedTuple):
 def first_refused(arguments: Mapping[str, Any], max_depth: int, max_digits: int = MAX_INT_DIGITS) -> Refused | None:
     """The first value of ``arguments`` nested deeper than ``max_depth`` levels (the arguments object the first), a
     whole number of more than ``max_digits`` digits, or a float that is NaN or infinite; None when there is none."""
-    longest = 10**max_digits
     short_bits = int(max_digits * math.log2(10)) - 1  # a number of fewer bits is surely shorter: not compared
     for name, top in arguments.items():
         # (value, depth, link): the link (parent's link, key) rebuilds the path only for the value refused
@@ -57,7 +56,7 @@ def first_refused(arguments: Mapping[str, Any], max_depth: int, max_digits: int 
                 items = value.items() if isinstance(value, dict) else enumerate(value)
                 stack.extend((item, depth + 1, (link, key)) for key, item in reversed(list(items)))
             elif isinstance(value, int) and not isinstance(value, bool):
-                if abs(value).bit_length() > short_bits and abs(value) >= longest:
+                if abs(value).bit_length() > short_bits and abs(value) >= 10**max_digits:  # 60 µs: only then
                     return Refused(str(name), _path(str(name), link), value)
             elif isinstance(value, float) and not math.isfinite(value):
                 return Refused(str(name), _path(str(name), link), value)
