@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # `import mcp` takes a second; only the tests that start serv
     from sandbox import SandboxConfig
     from tests.docker_cli import EngineWithCLI
 
-from tests.support import TEST_OWNER, is_test_owner, made_since, stop_process
+from tests.support import TEST_OWNER, is_test_owner, made_since, run_owner, stop_process
 
 # Generated trees store no tool embeddings unless a test asks for them: with the model installed (as on
 # CI) auto mode would load it and embed the catalog in every test that generates a tree, slowing the
@@ -26,9 +26,10 @@ from tests.support import TEST_OWNER, is_test_owner, made_since, stop_process
 # with monkeypatch.setenv(EMBEDDINGS_ENV, ...). Set here, so CLI subprocesses inherit it too.
 os.environ["TOOLTREE_SEARCH_EMBEDDINGS"] = "0"
 
-# Every container and volume a test creates carries this owner label, or one that starts with it and a dash (the
-# `owner` fixture's); the engine fixture removes them. The tooltree commands a test runs, in this process or as its
-# children, label theirs so too, unless the test names another owner: none takes the owner of a user's own runs.
+# Every container and volume a test creates carries this owner label, or one `run_owner` made from it (the `owner`
+# fixture's, a serve process's); the engine fixture removes them. The tooltree commands a test runs, in this process
+# or as its children, label theirs so too, unless the test names another owner: none takes the owner of a user's own
+# runs.
 TEST_LABEL = f"tooltree.owner={TEST_OWNER}"
 USER_OWNER = os.environ.get("TOOLTREE_SANDBOX_OWNER") or "tooltree"
 """The owner of the user's own runs (`sandbox.config.default_owner` before this module set the variable)."""
@@ -223,7 +224,7 @@ def owner(docker_engine: EngineWithCLI) -> Iterator[str]:
 
     from sandbox.prune import remove_containers
 
-    name = f"{TEST_OWNER}-{uuid.uuid4().hex[:8]}"
+    name = run_owner(uuid.uuid4().hex[:8])
     yield name
     remove_containers(docker_engine, label=f"tooltree.owner={name}")
 

@@ -26,10 +26,24 @@ os.environ["TOOLTREE_TEST_OWNER"] = TEST_OWNER  # worker processes of the same r
 SAMPLE_SERVERS = REPO / "examples" / "sample_servers"
 
 
+_RUN_OWNERS: set[str] = set()
+"""The owners `run_owner` made in this process."""
+
+
+def run_owner(part: str) -> str:
+    """An owner label of this run's for one test's containers and volumes (``conftest.owner``, a serve process's):
+    `TEST_OWNER`, a dash and ``part`` (a uuid, a serve's mark), which `is_test_owner` counts as this run's from now on.
+    """
+    owner = f"{TEST_OWNER}-{part}"
+    _RUN_OWNERS.add(owner)
+    return owner
+
+
 def is_test_owner(owner: str) -> bool:
-    """Whether ``owner`` (a ``tooltree.owner`` label) is this run's: `TEST_OWNER`, or one of the owners made from it
-    for a single test (``conftest.owner``, a serve process's)."""
-    return owner == TEST_OWNER or owner.startswith(f"{TEST_OWNER}-")
+    """Whether ``owner`` (a ``tooltree.owner`` label) is this run's: `TEST_OWNER`, or one `run_owner` made. Exact, not
+    by prefix: a run of owner ``tooltree-test`` leaves the volumes of a run of ``tooltree-test-2`` alone (before, its
+    clean-up removed them, while that run used them)."""
+    return owner == TEST_OWNER or owner in _RUN_OWNERS
 
 
 def made_since(created: str, since: float) -> bool:

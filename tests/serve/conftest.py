@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.support import REPO, SAMPLE_SERVERS, TEST_OWNER, ServeProcess, alive
+from tests.support import REPO, SAMPLE_SERVERS, ServeProcess, alive, run_owner
 
 SERVERS = ("docs", "crm", "media")
 MARK_ENV = "TOOLTREE_SERVE_TEST_MARK"
@@ -132,7 +132,7 @@ def new_serve(folder: Path, tree: Path, *, serve: dict[str, Any] | None = None, 
     """A serve setup in ``folder`` with its own owner label and mark (``env``: more environment for it)."""
     mark = uuid.uuid4().hex[:12]
     config = write_config(folder, mark, serve=serve, timeout=timeout)
-    return Serve(config, tree, f"{TEST_OWNER}-serve-{mark}", mark, list(extra or []), environ=dict(env or {}))
+    return Serve(config, tree, run_owner(f"serve-{mark}"), mark, list(extra or []), environ=dict(env or {}))
 
 
 def clean_up(serve: Serve, docker: Any) -> None:

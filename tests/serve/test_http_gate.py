@@ -27,7 +27,7 @@ import pytest
 from agent.serve.http_requests import MAX_MESSAGE_VALUES, SESSION_LARGE, SMALL_BODY, TOTAL_LARGE
 from tests.serve.conftest import MARK_ENV, RAW_HANDSHAKE, TOKEN, Serve, clean_up, http_client, new_serve
 from tests.serve.conftest import raw_session as initialize
-from tests.support import TEST_OWNER, wait_until
+from tests.support import run_owner, wait_until
 
 pytestmark = pytest.mark.anyio
 
@@ -99,7 +99,7 @@ def held(held_tree: Path, tmp_path: Path) -> Iterator[Callable[..., tuple[Serve,
             socket = Path(short) / f"{mark}.sock"
             config = tmp_path / f"tooltree-{mark}.yaml"
             config.write_text(_config_text(str(socket), mark, serve), encoding="utf-8")
-            made.append(Serve(config, held_tree, f"{TEST_OWNER}-serve-{mark}", mark))
+            made.append(Serve(config, held_tree, run_owner(f"serve-{mark}"), mark))
             made[-1].start_http()
             return made[-1], Upstream(socket)
 

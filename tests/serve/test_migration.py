@@ -23,7 +23,7 @@ import pytest
 from sandbox.config import OWNER_ENV
 from tests.serve.conftest import processes_with
 from tests.serve.test_real_clients import INSTALL_HINT, RUN_WAIT, claude, claude_env, tool_results
-from tests.support import REPO, SAMPLE_SERVERS, TEST_OWNER, require_install, wait_until
+from tests.support import REPO, SAMPLE_SERVERS, require_install, run_owner, wait_until
 from tool_tree.config import load_config
 from tooltree_cli.main import main
 
@@ -94,7 +94,7 @@ async def test_claude_code_starts_only_tooltree_which_serves_the_servers_it_was_
     from agent.testing import FakeMessagesAPI
     from sandbox.prune import remove_containers, remove_volumes
 
-    owner = f"{TEST_OWNER}-migration-{os.getpid()}"
+    owner = run_owner(f"migration-{os.getpid()}")
     entry = {"command": sys.executable, "args": ["-m", "tooltree_cli.main", "serve", "--config", ".mcp.json",
              "--tree", "tree"], "env": {"TOOLTREE_SANDBOX_OWNER": owner}}  # fmt: skip
     project = project_with_tooltree(tmp_path / "project", entry).resolve()

@@ -31,7 +31,7 @@ import mcp
 import pytest
 
 from tests.serve.conftest import containers, result_text
-from tests.support import REPO, TEST_OWNER, wait_until
+from tests.support import REPO, run_owner, wait_until
 from tooltree_cli.main import main
 
 pytestmark = [pytest.mark.docker, pytest.mark.anyio]
@@ -66,7 +66,7 @@ async def _served(folder: Path, warm: int) -> tuple[Path, Path, Path, str, mcp.S
         encoding="utf-8",
     )
     await anyio.to_thread.run_sync(_generate, config, version, tree, "1")  # generate-tree runs a loop of its own
-    owner = f"{TEST_OWNER}-gone-{uuid.uuid4().hex[:8]}"
+    owner = run_owner(f"gone-{uuid.uuid4().hex[:8]}")
     argv = ["-m", "tooltree_cli.main", "serve", "--config", str(config), "--tree", str(tree), "--no-regenerate"]
     env = {**os.environ, "TOOLTREE_SANDBOX_OWNER": owner}
     return (

@@ -20,7 +20,7 @@ import pytest
 from agent.serve.sessions import CALL_THREADS
 from tests.serve.conftest import MARK_ENV, Serve, clean_up, http_client, marked_processes
 from tests.serve.engine_gate import EngineGate
-from tests.support import TEST_OWNER
+from tests.support import run_owner
 
 pytestmark = [pytest.mark.docker, pytest.mark.anyio]
 
@@ -71,7 +71,7 @@ def held(tmp_path: Path, short_folder: Path, docker_engine: Any) -> Iterator[Hel
     tree = tmp_path / "tree"
     result = generate(load(config), tree, embeddings="off")
     assert not result.failed, [s.error for s in result.failed]
-    serve = Serve(config, tree, f"{TEST_OWNER}-serve-{mark}", mark)
+    serve = Serve(config, tree, run_owner(f"serve-{mark}"), mark)
     serve.start_http()
     yield Held(serve, socket)
     clean_up(serve, docker_engine)

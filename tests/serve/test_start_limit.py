@@ -16,7 +16,7 @@ import anyio
 import pytest
 
 from tests.serve.conftest import Serve, clean_up, http_client
-from tests.support import TEST_OWNER
+from tests.support import run_owner
 
 pytestmark = [pytest.mark.docker, pytest.mark.anyio]
 
@@ -55,7 +55,7 @@ async def test_client_sessions_together_start_no_more_servers_at_once_than_start
     tmp_path: Path, gated_tree: Path, docker_engine: Any
 ) -> None:
     socket = tmp_path / "starts.sock"
-    serve = Serve(gated_config(tmp_path / "tooltree.yaml", socket), gated_tree, f"{TEST_OWNER}-serve-starts", "starts")
+    serve = Serve(gated_config(tmp_path / "tooltree.yaml", socket), gated_tree, run_owner("serve-starts"), "starts")
     held: list[anyio.abc.SocketStream] = []
     arrived = anyio.Event()
     most = 0

@@ -18,7 +18,7 @@ import pytest
 
 from tests.serve.conftest import MARK_ENV, Serve, clean_up, containers, marked_processes
 from tests.serve.raw_stdio import RawStdio
-from tests.support import REPO, TEST_OWNER, wait_until
+from tests.support import REPO, run_owner, wait_until
 
 pytestmark = [pytest.mark.docker, pytest.mark.anyio]
 
@@ -59,7 +59,7 @@ def stalling_serve(stalling_tree: Path, tmp_path: Path, docker_engine: Any) -> I
         flag = tmp_path / f"{mark}.flag"
         flag.touch()
         env = {MARK_ENV: mark, "STALL_FLAG": str(flag), "STALL_IGNORE_TERM": "1" if ignore_term else "0"}
-        serve = Serve(_config(tmp_path, mark, env), stalling_tree, f"{TEST_OWNER}-serve-{mark}", mark)
+        serve = Serve(_config(tmp_path, mark, env), stalling_tree, run_owner(f"serve-{mark}"), mark)
         serve.flag = flag  # type: ignore[attr-defined]
         made.append(serve)
         return serve

@@ -19,7 +19,7 @@ import pytest
 
 from tests.serve.conftest import Serve, clean_up
 from tests.servers.content_server import png
-from tests.support import REPO, TEST_OWNER
+from tests.support import REPO, run_owner
 from tooltree_cli.main import main
 
 pytestmark = [pytest.mark.docker, pytest.mark.anyio]
@@ -41,7 +41,7 @@ def charts(tmp_path: Path, docker_engine: Any) -> Iterator[Serve]:
     )
     tree = tmp_path / "tree"
     assert main(["generate-tree", "--config", str(config), "--out", str(tree), "--embeddings", "off"]) == 0
-    serve = Serve(config, tree, f"{TEST_OWNER}-serve-{mark}", mark)
+    serve = Serve(config, tree, run_owner(f"serve-{mark}"), mark)
     yield serve
     clean_up(serve, docker_engine)
 
