@@ -8,13 +8,14 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from sandbox import DockerBackend, Sandbox, SandboxConfig, SessionError
+from sandbox import DockerBackend, ExecutionResult, Sandbox, SandboxConfig, SessionError, ToolBridge
 from tests.docker_cli import EngineWithCLI
 
 _STUB = '''\
@@ -93,3 +94,53 @@ def killed_in_a_call(docker: EngineWithCLI, backend: DockerBackend) -> Iterator[
         assert ended.wait(60), "the execution did not end when its container died"
         assert outcome, "the execution ended without a SessionError"
         yield sb, outcome[0]
+
+
+WAIT = 60.0
+"""Seconds a `StartSignal` test waits for an event; its scripts sleep far longer."""
+
+
+class StartSignal(ToolBridge):
+    """A bridge whose ``started`` tool tells the test that the script is running; ``block`` does too, and returns only
+    once ``release`` is set (or after `WAIT`)."""
+
+    def __init__(self) -> None:
+        self.started = threading.Event()
+        self.release = threading.Event()
+
+    def call_tool(self, server: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        if tool == "started":
+            self.started.set()
+        elif tool == "block":
+            self.started.set()
+            self.release.wait(WAIT)
+        return {"content": [{"type": "text", "text": tool}]}
+
+
+SIGNAL = "from tool_tree.runtime import call_tool\ncall_tool('t', 'started', {})\n"
+"""Lines that tell a `StartSignal` bridge the script runs."""
+
+TAKE_EVERY_PROCESS = """
+import os, time
+try:
+    while True:
+        if os.fork() == 0:
+            time.sleep(120)
+            os._exit(0)
+except OSError as e:
+    assert e.errno == 11, e
+"""
+"""Fork until refused, the children left running: the container's pids limit is then full."""
+
+
+def run_and_cancel(sb: Sandbox, bridge: StartSignal, code: str) -> ExecutionResult:
+    """Run ``code`` in ``sb`` and cancel it once it told ``bridge`` it started (the cancel must say it stopped a
+    script); its result. A call to ``block`` is released after the cancel."""
+    with ThreadPoolExecutor(1) as pool:
+        future: Future[ExecutionResult] = pool.submit(sb.execute, code, timeout=120)
+        try:
+            assert bridge.started.wait(WAIT), "the script never started"
+            assert sb.cancel(), "the cancel found no script running"
+            return future.result(WAIT)
+        finally:
+            bridge.release.set()

@@ -21,9 +21,9 @@ from sandbox.hardening import check_hardening, container_spec, host_pids_limit
 from sandbox.host import Runtime
 from sandbox.start_problems import runtime_problem
 from tests.docker_cli import EngineWithCLI
+from tests.sandbox.conftest import SIGNAL, TAKE_EVERY_PROCESS, StartSignal, run_and_cancel
 from tests.sandbox.test_hardening import compliant_inspect
 from tests.sandbox.test_reset_leftovers import assert_a_reset_leaves_nothing_behind
-from tests.sandbox.test_sandbox_cancel import SIGNAL, TAKE_EVERY_PROCESS, StartSignal, run_and_cancel
 from tests.support import TEST_OWNER
 from tool_tree.config import ConfigError, load_config
 
@@ -195,8 +195,8 @@ def test_a_cancel_while_the_script_holds_every_process_the_limit_allows_interrup
 
     bridge = StartSignal()
     with Sandbox(DockerBackend(FORKED_TO_THE_LIMIT, docker=runsc), tools=bridge) as sb:
-        result, cancelled = run_and_cancel(sb, bridge, TAKE_EVERY_PROCESS + SIGNAL + "time.sleep(600)\n")
-        assert cancelled and result.cancelled and not result.state_reset
+        result = run_and_cancel(sb, bridge, TAKE_EVERY_PROCESS + SIGNAL + "time.sleep(600)\n")
+        assert result.cancelled and not result.state_reset
         assert result.error == "cancelled (KeyboardInterrupt)"
         assert sb.execute("print(2)").stdout == "2\n"
 

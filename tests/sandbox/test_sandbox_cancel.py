@@ -6,144 +6,113 @@ import _thread
 import dataclasses
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from collections.abc import Iterator
 
 import pytest
 
-from sandbox import DockerBackend, ExecutionResult, Sandbox, SandboxConfig, ToolBridge
+from sandbox import DockerBackend, Sandbox, SandboxConfig
 from tests.docker_cli import EngineWithCLI
+from tests.sandbox.conftest import SIGNAL, TAKE_EVERY_PROCESS, WAIT, StartSignal, run_and_cancel
 
 pytestmark = pytest.mark.docker
 
-WAIT = 60.0
+
+@pytest.fixture
+def bridge() -> StartSignal:
+    return StartSignal()
 
 
-class StartSignal(ToolBridge):
-    """A bridge whose ``started`` tool tells the test that the script is running; ``block`` never returns soon."""
-
-    def __init__(self) -> None:
-        self.started = threading.Event()
-        self.release = threading.Event()
-
-    def call_tool(self, server: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        if tool == "started":
-            self.started.set()
-        elif tool == "block":
-            self.started.set()
-            self.release.wait(WAIT)
-        return {"content": [{"type": "text", "text": tool}]}
+@pytest.fixture
+def sb(backend: DockerBackend, bridge: StartSignal) -> Iterator[Sandbox]:
+    """A session whose scripts' tool calls go to ``bridge``."""
+    with Sandbox(backend, tools=bridge) as session:
+        yield session
 
 
-SIGNAL = "from tool_tree.runtime import call_tool\ncall_tool('t', 'started', {})\n"
+def test_cancel_interrupts_the_running_script_and_keeps_its_variables(sb: Sandbox, bridge: StartSignal) -> None:
+    sb.execute("kept = 41")
+    result = run_and_cancel(sb, bridge, "import time\nkept += 1\n" + SIGNAL + "time.sleep(600)\n")
+    assert result.cancelled and not result.ok and not result.timed_out and not result.state_reset
+    assert result.error == "cancelled (KeyboardInterrupt)"
+    assert result.traceback is not None and result.traceback.endswith("KeyboardInterrupt\n")
+    assert sb.execute("print(kept)").stdout == "42\n"
 
 
-def run_and_cancel(sb: Sandbox, bridge: StartSignal, code: str) -> tuple[ExecutionResult, bool]:
-    with ThreadPoolExecutor(1) as pool:
-        future: Future[ExecutionResult] = pool.submit(sb.execute, code, timeout=120)
-        assert bridge.started.wait(WAIT), "the script never started"
-        cancelled = sb.cancel()
-        return future.result(WAIT), cancelled
-
-
-def test_cancel_interrupts_the_running_script_and_keeps_its_variables(backend: DockerBackend) -> None:
-    bridge = StartSignal()
-    with Sandbox(backend, tools=bridge) as sb:
-        sb.execute("kept = 41")
-        result, cancelled = run_and_cancel(sb, bridge, "import time\nkept += 1\n" + SIGNAL + "time.sleep(600)\n")
-        assert cancelled
-        assert result.cancelled and not result.ok and not result.timed_out and not result.state_reset
-        assert result.error == "cancelled (KeyboardInterrupt)"
-        assert result.traceback is not None and result.traceback.endswith("KeyboardInterrupt\n")
-        assert sb.execute("print(kept)").stdout == "42\n"
-
-
-def test_a_script_that_swallows_the_interrupt_is_killed_and_the_session_survives(backend: DockerBackend) -> None:
-    bridge = StartSignal()
-    with Sandbox(backend, tools=bridge) as sb:
-        code = (
-            "import time\nfrom tool_tree.runtime import call_tool\nwhile True:\n    try:\n"
-            "        call_tool('t', 'started', {})\n        time.sleep(600)\n"
-            "    except KeyboardInterrupt:\n        pass\n"
-        )
-        result, cancelled = run_and_cancel(sb, bridge, code)
-        assert cancelled
-        assert result.cancelled and result.state_reset and not result.timed_out
-        assert result.error == "cancelled (the interpreter did not stop when interrupted and was restarted)"
-        assert sb.execute("print('alive')").stdout == "alive\n"
+def test_a_script_that_swallows_the_interrupt_is_killed_and_the_session_survives(
+    sb: Sandbox, bridge: StartSignal
+) -> None:
+    code = (
+        "import time\nfrom tool_tree.runtime import call_tool\nwhile True:\n    try:\n"
+        "        call_tool('t', 'started', {})\n        time.sleep(600)\n"
+        "    except KeyboardInterrupt:\n        pass\n"
+    )
+    result = run_and_cancel(sb, bridge, code)
+    assert result.cancelled and result.state_reset and not result.timed_out
+    assert result.error == "cancelled (the interpreter did not stop when interrupted and was restarted)"
+    assert sb.execute("print('alive')").stdout == "alive\n"
 
 
 def test_a_cancel_whose_first_interrupt_lands_before_a_blocking_call_still_interrupts_it(
-    backend: DockerBackend,
+    sb: Sandbox,
+    bridge: StartSignal,
 ) -> None:
     # A SIGINT that arrives just before a blocking call (time.sleep, a read) sets Python's flag without waking the
     # call. Before, the cancel sent one and the script slept through it: killed, its variables gone (seen once in
     # 360 cancels on a busy machine). Here the script takes the first SIGINT itself, as that race loses it.
-    bridge = StartSignal()
-    with Sandbox(backend, tools=bridge) as sb:
-        sb.execute("kept = 41")
-        code = (
-            "import signal, time\nkept += 1\nsignal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})\n"
-            + SIGNAL
-            + "signal.sigwait({signal.SIGINT})\nsignal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})\n"
-            "time.sleep(600)\n"
-        )
-        result, cancelled = run_and_cancel(sb, bridge, code)
-        assert cancelled and result.cancelled and not result.state_reset
-        assert result.error == "cancelled (KeyboardInterrupt)"
-        assert sb.execute("print(kept)").stdout == "42\n"
+    sb.execute("kept = 41")
+    code = (
+        "import signal, time\nkept += 1\nsignal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})\n"
+        + SIGNAL
+        + "signal.sigwait({signal.SIGINT})\nsignal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})\n"
+        "time.sleep(600)\n"
+    )
+    result = run_and_cancel(sb, bridge, code)
+    assert result.cancelled and not result.state_reset
+    assert result.error == "cancelled (KeyboardInterrupt)"
+    assert sb.execute("print(kept)").stdout == "42\n"
 
 
-def test_the_repeated_interrupts_of_a_cancel_do_not_cut_short_the_scripts_clean_up(backend: DockerBackend) -> None:
-    bridge = StartSignal()
-    with Sandbox(backend, tools=bridge) as sb:
-        code = (
-            "import time\ntry:\n    "
-            + SIGNAL.replace("\n", "\n    ")
-            + "time.sleep(600)\nexcept KeyboardInterrupt:\n    started = time.monotonic()\n"
-            "    time.sleep(1.0)\n    print('slept a whole second:', time.monotonic() - started >= 1.0)\n    raise\n"
-        )
-        result, cancelled = run_and_cancel(sb, bridge, code)
-        assert cancelled and result.cancelled and not result.state_reset
-        assert result.stdout == "slept a whole second: True\n"
-        assert result.error == "cancelled (KeyboardInterrupt)"
+def test_the_repeated_interrupts_of_a_cancel_do_not_cut_short_the_scripts_clean_up(
+    sb: Sandbox, bridge: StartSignal
+) -> None:
+    code = (
+        "import time\ntry:\n    "
+        + SIGNAL.replace("\n", "\n    ")
+        + "time.sleep(600)\nexcept KeyboardInterrupt:\n    started = time.monotonic()\n"
+        "    time.sleep(1.0)\n    print('slept a whole second:', time.monotonic() - started >= 1.0)\n    raise\n"
+    )
+    result = run_and_cancel(sb, bridge, code)
+    assert result.cancelled and not result.state_reset
+    assert result.stdout == "slept a whole second: True\n"
+    assert result.error == "cancelled (KeyboardInterrupt)"
 
 
-def test_cancel_stops_a_script_waiting_on_a_tool_call(backend: DockerBackend) -> None:
-    bridge = StartSignal()
-    with Sandbox(backend, tools=bridge) as sb:
-        code = "from tool_tree.runtime import call_tool\ncall_tool('t', 'block', {})\nprint('never')\n"
-        try:
-            result, cancelled = run_and_cancel(sb, bridge, code)
-        finally:
-            bridge.release.set()
-        assert cancelled and result.cancelled
-        assert "never" not in result.stdout
-        assert sb.execute("print(2)").stdout == "2\n"
+def test_cancel_stops_a_script_waiting_on_a_tool_call(sb: Sandbox, bridge: StartSignal) -> None:
+    code = "from tool_tree.runtime import call_tool\ncall_tool('t', 'block', {})\nprint('never')\n"
+    result = run_and_cancel(sb, bridge, code)
+    assert result.cancelled
+    assert "never" not in result.stdout
+    assert sb.execute("print(2)").stdout == "2\n"
 
 
 def test_cancel_stops_a_script_waiting_in_parallel_on_tool_calls_at_once_keeping_its_variables(
-    backend: DockerBackend,
+    sb: Sandbox,
+    bridge: StartSignal,
 ) -> None:
     # Before: `parallel` waited for its calls still running once interrupted, so the script did not stop, the sandbox
     # restarted its interpreter 3 s later ("cancelled (the interpreter did not stop when interrupted and was
     # restarted)"): its variables gone, and no traceback saying where it was.
-    bridge = StartSignal()
-    with Sandbox(backend, tools=bridge) as sb:
-        sb.execute("kept = 41")
-        code = (
-            "from tool_tree.runtime import call_tool, parallel\nkept += 1\n"
-            "parallel(lambda: call_tool('t', 'block', {}), lambda: call_tool('t', 'block', {}))\nprint('never')\n"
-        )
-        try:
-            result, cancelled = run_and_cancel(sb, bridge, code)
-        finally:
-            bridge.release.set()
-        assert cancelled and result.cancelled and not result.state_reset, result.error
-        assert result.error == "cancelled (KeyboardInterrupt)" and "never" not in result.stdout
-        assert result.traceback is not None and result.traceback.endswith("KeyboardInterrupt\n")
-        assert "parallel(lambda: call_tool('t', 'block', {})" in result.traceback
-        assert sb.execute("print(kept)").stdout == "42\n"
+    sb.execute("kept = 41")
+    code = (
+        "from tool_tree.runtime import call_tool, parallel\nkept += 1\n"
+        "parallel(lambda: call_tool('t', 'block', {}), lambda: call_tool('t', 'block', {}))\nprint('never')\n"
+    )
+    result = run_and_cancel(sb, bridge, code)
+    assert result.cancelled and not result.state_reset, result.error
+    assert result.error == "cancelled (KeyboardInterrupt)" and "never" not in result.stdout
+    assert result.traceback is not None and result.traceback.endswith("KeyboardInterrupt\n")
+    assert "parallel(lambda: call_tool('t', 'block', {})" in result.traceback
+    assert sb.execute("print(kept)").stdout == "42\n"
 
 
 def test_cancel_with_nothing_running_does_nothing(backend: DockerBackend) -> None:
@@ -155,34 +124,18 @@ def test_cancel_with_nothing_running_does_nothing(backend: DockerBackend) -> Non
         assert result.stdout == "1\n" and not result.cancelled
 
 
-def test_a_ctrl_c_that_lands_just_before_executes_wait_is_raised_at_once(backend: DockerBackend) -> None:
+def test_a_ctrl_c_that_lands_just_before_executes_wait_is_raised_at_once(sb: Sandbox, bridge: StartSignal) -> None:
     # interrupt_main sets Python's flag as a signal does, without waking a blocking call: as a Ctrl-C (or the
     # SIGTERM of `tooltree exec`) landing just before the wait. Before, the wait ran on to the script's end (60 s).
-    bridge = StartSignal()
-
     def interrupt_when_started() -> None:
         if bridge.started.wait(WAIT):
             _thread.interrupt_main()
 
-    with Sandbox(backend, tools=bridge) as sb:
-        threading.Thread(target=interrupt_when_started, daemon=True).start()
-        started = time.monotonic()
-        with pytest.raises(KeyboardInterrupt):
-            sb.execute(SIGNAL + "import time\ntime.sleep(60)\n", timeout=90)
-        assert time.monotonic() - started < 30
-
-
-TAKE_EVERY_PROCESS = """
-import os, time
-try:
-    while True:
-        if os.fork() == 0:
-            time.sleep(120)
-            os._exit(0)
-except OSError as e:
-    assert e.errno == 11, e
-"""
-"""Fork until refused, the children left running: the container's pids limit is then full."""
+    threading.Thread(target=interrupt_when_started, daemon=True).start()
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        sb.execute(SIGNAL + "import time\ntime.sleep(60)\n", timeout=90)
+    assert time.monotonic() - started < 30
 
 
 def test_a_cancel_and_executions_after_a_fork_bomb_need_no_new_supervisor_thread_under_runc(
@@ -194,8 +147,8 @@ def test_a_cancel_and_executions_after_a_fork_bomb_need_no_new_supervisor_thread
     bridge = StartSignal()
     config = dataclasses.replace(test_config, pids_limit=40)
     with Sandbox(DockerBackend(config, docker=docker_engine), tools=bridge) as sb:
-        result, cancelled = run_and_cancel(sb, bridge, TAKE_EVERY_PROCESS + SIGNAL + "time.sleep(600)\n")
-        assert cancelled and result.cancelled and result.error == "cancelled (KeyboardInterrupt)"
+        result = run_and_cancel(sb, bridge, TAKE_EVERY_PROCESS + SIGNAL + "time.sleep(600)\n")
+        assert result.cancelled and result.error == "cancelled (KeyboardInterrupt)"
         assert [sb.execute(f"print({i})").stdout for i in range(100)] == [f"{i}\n" for i in range(100)]
 
 

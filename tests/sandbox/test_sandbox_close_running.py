@@ -6,16 +6,13 @@ from __future__ import annotations
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from sandbox import DockerBackend, ExecutionResult, Sandbox, SessionError, ToolBridge
+from sandbox import DockerBackend, ExecutionResult, Sandbox, SessionError
+from tests.sandbox.conftest import WAIT, StartSignal
 
 pytestmark = pytest.mark.docker
-
-WAIT = 60.0
-"""Seconds a test waits for an event; the script sleeps far longer and its timeout is past it too."""
 
 WRITES_THEN_SLEEPS = (
     "import time\nfrom tool_tree.runtime import call_tool\n"
@@ -24,17 +21,6 @@ WRITES_THEN_SLEEPS = (
     "time.sleep(600)\n"
     "open('after.txt', 'w').write('never')\n"
 )
-
-
-class StartSignal(ToolBridge):
-    """A bridge whose ``started`` tool tells the test that the script is running."""
-
-    def __init__(self) -> None:
-        self.started = threading.Event()
-
-    def call_tool(self, server: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        self.started.set()
-        return {"content": [{"type": "text", "text": tool}]}
 
 
 def close_in_thread(sb: Sandbox) -> tuple[threading.Event, list[BaseException]]:
