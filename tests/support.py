@@ -17,6 +17,7 @@ import pytest
 
 if TYPE_CHECKING:
     from tests.docker_cli import EngineWithCLI
+    from tool_tree.config import ServerConfig
 
 REPO = Path(__file__).resolve().parents[1]
 # The owner label of every container and volume a test run creates. Unique per run, so the engine
@@ -66,14 +67,24 @@ def sample_config_yaml(*names: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def sample_server_configs(*names: str) -> list[ServerConfig]:
+    """The named sample servers as `ServerConfig`s, started over stdio with this interpreter (a `BackgroundPool`'s)."""
+    from tool_tree.config import ServerConfig
+
+    return [
+        ServerConfig(name=name, command=sys.executable, args=(str(SAMPLE_SERVERS / f"{name}.py"),)) for name in names
+    ]
+
+
 def sample_project(folder: Path, *names: str, **sandbox: object) -> tuple[Path, Path]:
     """``folder``/tooltree.yaml starting the named sample servers, its ``sandbox:`` section holding ``sandbox`` (e.g.
-    ``timeout=60``), and ``folder``/tree, the tree the real CLI generates from it: the config and the tree."""
+    ``timeout=60``; none without), and ``folder``/tree, the tree the real CLI generates from it: the config and the
+    tree."""
     from tooltree_cli.main import main
 
     config = folder / "tooltree.yaml"
     section = "".join(f"  {key}: {value}\n" for key, value in sandbox.items())
-    config.write_text(sample_config_yaml(*names) + "sandbox:\n" + section, encoding="utf-8")
+    config.write_text(sample_config_yaml(*names) + (f"sandbox:\n{section}" if section else ""), encoding="utf-8")
     tree = folder / "tree"
     assert main(["generate-tree", "--config", str(config), "--out", str(tree), "--embeddings", "off"]) == 0
     return config, tree

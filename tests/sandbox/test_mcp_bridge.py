@@ -15,33 +15,26 @@ import pytest
 from sandbox import Sandbox, SandboxConfig
 from sandbox.bridge import ToolCallRefused
 from sandbox.mcp_bridge import MAX_REFUSED_LINES, AuditLog, Budgets, McpBridge
-from tests.support import raw_server_tree, sample_config_yaml
+from tests.support import raw_server_tree, sample_project, sample_server_configs
 from tool_tree.config import ServerConfig, load_config
 from tool_tree.pool import BackgroundPool
-from tooltree_cli.main import main
-
-REPO = Path(__file__).resolve().parents[2]
-SAMPLES = REPO / "examples" / "sample_servers"
-
-
-def servers() -> list[ServerConfig]:
-    return [ServerConfig(name=n, command=sys.executable, args=(str(SAMPLES / f"{n}.py"),)) for n in ("crm", "media")]
 
 
 @pytest.fixture(scope="module")
 def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    tmp = tmp_path_factory.mktemp("bridge")
-    config = tmp / "tooltree.yaml"
-    config.write_text(sample_config_yaml("crm", "media"), encoding="utf-8")
-    out = tmp / "tree"
-    assert main(["generate-tree", "--config", str(config), "--out", str(out)]) == 0
-    return out
+    return sample_project(tmp_path_factory.mktemp("bridge"), "crm", "media")[1]
 
 
 @pytest.fixture(scope="module")
 def pool() -> Iterator[BackgroundPool]:
-    with BackgroundPool(servers()) as bg:
+    with BackgroundPool(sample_server_configs("crm", "media")) as bg:
         yield bg
+
+
+def audited(tree: Path, pool: BackgroundPool, **options: Any) -> tuple[McpBridge, io.StringIO]:
+    """A bridge to ``pool``'s servers (``options``: more of `McpBridge`'s) and the stream its audit log writes."""
+    stream = io.StringIO()
+    return McpBridge(tree, pool.pool, audit=AuditLog(stream), **options), stream
 
 
 def call(bridge: McpBridge, pool: BackgroundPool, server: str, tool: str, args: dict[str, Any]) -> dict[str, Any]:
@@ -55,8 +48,7 @@ def audit_lines(stream: io.StringIO) -> list[dict[str, Any]]:
 
 
 def test_a_manifest_tool_is_called_and_audited(tree: Path, pool: BackgroundPool) -> None:
-    stream = io.StringIO()
-    bridge = McpBridge(tree, pool.pool, audit=AuditLog(stream), session="s1")
+    bridge, stream = audited(tree, pool, session="s1")
     result = call(bridge, pool, "media", "render_chart", {"title": "Q3", "values": [3, 1, 2]})
     assert any(b["type"] == "image" and b["mimeType"] == "image/png" for b in result["content"])
     (line,) = audit_lines(stream)
@@ -80,8 +72,7 @@ def test_a_manifest_tool_is_called_and_audited(tree: Path, pool: BackgroundPool)
 def test_calls_outside_the_manifest_are_refused_and_audited(
     tree: Path, pool: BackgroundPool, server: str, tool: str
 ) -> None:
-    stream = io.StringIO()
-    bridge = McpBridge(tree, pool.pool, audit=AuditLog(stream))
+    bridge, stream = audited(tree, pool)
     with pytest.raises(ToolCallRefused) as info:
         call(bridge, pool, server, tool, {})
     assert info.value.code == "not_allowed"
@@ -113,8 +104,7 @@ def test_arguments_a_server_cannot_read_are_refused_on_the_host_naming_the_argum
 ) -> None:
     # Before: NaN passed the schema (a number) and reached the server as null, which it refused as not a number; a
     # whole number of 5,000 digits was said to be "cannot be encoded as UTF-8 JSON (a lone surrogate?)".
-    stream = io.StringIO()
-    bridge = McpBridge(tree, pool.pool, audit=AuditLog(stream))
+    bridge, stream = audited(tree, pool)
     with pytest.raises(ToolCallRefused) as info:
         call(bridge, pool, "media", "render_chart", {"title": "Q3", "values": [1, value]})
     assert info.value.code == "invalid_arguments"
@@ -146,8 +136,7 @@ def test_results_that_come_after_the_result_budget_is_spent_are_not_handed_on(tr
     out was relayed (60 threads' calls pulled 468 MB for 256 MiB). Now the first result to reach it is the last."""
     import asyncio
 
-    stream = io.StringIO()
-    bridge = McpBridge(tree, pool.pool, budgets=Budgets(result_bytes=1000), audit=AuditLog(stream), session="s1")
+    bridge, stream = audited(tree, pool, budgets=Budgets(result_bytes=1000), session="s1")
 
     async def together() -> list[dict[str, Any] | BaseException]:
         calls = [bridge.call_tool("crm", "list_leads", {"limit": 20}) for _ in range(8)]  # all admitted at once
@@ -174,8 +163,7 @@ def test_results_that_come_after_the_result_budget_is_spent_are_not_handed_on(tr
 def test_a_companion_bridge_counts_its_own_budget_and_reuses_the_checked_schemas(
     tree: Path, pool: BackgroundPool
 ) -> None:
-    stream = io.StringIO()
-    bridge = McpBridge(tree, pool.pool, budgets=Budgets(calls=2), audit=AuditLog(stream), session="s1")
+    bridge, stream = audited(tree, pool, budgets=Budgets(calls=2), session="s1")
     call(bridge, pool, "media", "slow_echo", {"text": "x", "seconds": 0})
     validator = bridge._checks.validators[("media", "slow_echo")]
     assert validator is not None
@@ -549,26 +537,22 @@ def test_a_script_sees_a_failed_servers_stderr_without_the_secret_from_its_env(
 
 
 @pytest.mark.docker
-def test_a_scripts_call_with_a_whole_number_too_long_for_json_is_refused_naming_the_argument(
-    docker_engine: object, test_config: SandboxConfig, tree: Path, pool: BackgroundPool
-) -> None:
+def test_a_scripts_call_with_a_whole_number_too_long_for_json_is_refused_naming_the_argument(session: Sandbox) -> None:
     # Before: at the interpreter's limit, "the arguments cannot be sent as JSON: Exceeds the limit (4300 digits) …; use
     # sys.set_int_max_str_digits() to increase the limit"; a script that did so had its frame refused by the
     # supervisor: "the interpreter sent its supervisor a bad frame (…) and was restarted", its variables lost.
-    bridge = McpBridge(tree, pool.pool)
-    with Sandbox(config=test_config, tree=tree, tools=bridge, tool_loop=pool.loop) as sandbox:
-        result = sandbox.execute(
-            "import sys\n"
-            "from tool_tree.runtime import ToolCallError, call_tool\n"
-            "kept = 'still here'\n"
-            "for limit in (4300, 0):\n"
-            "    sys.set_int_max_str_digits(limit)\n"
-            "    try:\n"
-            "        call_tool('media', 'slow_echo', {'text': 'x', 'extra': [10**5000]})\n"
-            "    except ToolCallError as e:\n"
-            "        print(e.code, '|', e)\n"
-            "print(kept, call_tool('media', 'slow_echo', {'text': 'ok', 'seconds': 0}).text)\n"
-        )
+    result = session.execute(
+        "import sys\n"
+        "from tool_tree.runtime import ToolCallError, call_tool\n"
+        "kept = 'still here'\n"
+        "for limit in (4300, 0):\n"
+        "    sys.set_int_max_str_digits(limit)\n"
+        "    try:\n"
+        "        call_tool('media', 'slow_echo', {'text': 'x', 'extra': [10**5000]})\n"
+        "    except ToolCallError as e:\n"
+        "        print(e.code, '|', e)\n"
+        "print(kept, call_tool('media', 'slow_echo', {'text': 'ok', 'seconds': 0}).text)\n"
+    )
     assert result.error is None, result.traceback
     said = (
         "invalid_arguments | media.slow_echo: argument 'extra' (at extra[0]) holds a whole number of more than 4,300 "
@@ -581,8 +565,7 @@ def test_a_scripts_call_with_a_whole_number_too_long_for_json_is_refused_naming_
 def test_arguments_past_the_per_call_limits_are_refused_before_hashing_and_audited(
     tree: Path, pool: BackgroundPool
 ) -> None:
-    stream = io.StringIO()
-    bridge = McpBridge(tree, pool.pool, audit=AuditLog(stream))
+    bridge, stream = audited(tree, pool)
     with pytest.raises(ToolCallRefused) as info:
         call(bridge, pool, "media", "slow_echo", {"text": "x", "seconds": 0, "pad": [{}] * 200_000})
     assert info.value.code == "arguments_too_large" and "100,000 values" in info.value.message
@@ -702,9 +685,8 @@ def test_calls_in_flight_when_an_execution_times_out_are_cancelled_ledgered_and_
 ) -> None:
     # Before: such a call ran on to its end, holding one of its server's slots (here the only one) while the
     # next script waited; it was missing from the ledger, and the audit blamed the server when the pool closed.
-    stream = io.StringIO()
-    with BackgroundPool(servers(), concurrency=1) as one_slot:
-        bridge = McpBridge(tree, one_slot.pool, audit=AuditLog(stream))
+    with BackgroundPool(sample_server_configs("crm", "media"), concurrency=1) as one_slot:
+        bridge, stream = audited(tree, one_slot)
         with Sandbox(config=test_config, tree=tree, tools=bridge, tool_loop=one_slot.loop) as sb:
             # The server started first: on a loaded machine its start alone can outlast the 3 s below, and the call
             # is then cancelled as one waiting for that start (another wording), not as one in flight.
@@ -756,8 +738,7 @@ def test_an_executions_refused_calls_past_the_ledgers_count_are_audited_as_one_l
 ) -> None:
     # Before: one audit line for each refused call, which costs no call budget: a script naming a tool of 256 emoji
     # (12 bytes each in ASCII JSON) wrote 45 MB of audit log in 25 s, growing with its timeout.
-    stream = io.StringIO()
-    bridge = McpBridge(tree, pool.pool, audit=AuditLog(stream))
+    bridge, stream = audited(tree, pool)
     script = (
         "from tool_tree.runtime import ToolCallError, call_tool\n"
         "for i in range({n}):\n"
@@ -783,8 +764,7 @@ def test_an_executions_refused_calls_past_the_ledgers_count_are_audited_as_one_l
 def test_a_bridge_that_is_never_told_an_execution_ended_counts_its_refused_calls_at_the_next_one(
     tree: Path, pool: BackgroundPool
 ) -> None:
-    stream = io.StringIO()
-    bridge = McpBridge(tree, pool.pool, audit=AuditLog(stream))
+    bridge, stream = audited(tree, pool)
     for _ in range(MAX_REFUSED_LINES + 2):
         bridge.refused("crm", "x" * 300, "name_too_long", "a name too long")
     assert len(audit_lines(stream)) == MAX_REFUSED_LINES

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,12 +10,9 @@ import pytest
 from sandbox import Sandbox, SandboxConfig
 from sandbox._supervisor.limits import MAX_CALLS_IN_FLIGHT
 from sandbox.mcp_bridge import McpBridge
-from tests.support import sample_config_yaml
-from tool_tree.config import ServerConfig
+from tests.support import sample_project, sample_server_configs
 from tool_tree.pool import BackgroundPool
-from tooltree_cli.main import main
 
-SAMPLES = Path(__file__).resolve().parents[2] / "examples" / "sample_servers"
 # The scripts' own timeout, which no test here is about: each starts the media server (on its first call) within
 # it, and the hundred calls from threads took 4.8 s of the config's 20 on a loaded machine.
 SCRIPT_TIMEOUT = 120
@@ -24,19 +20,13 @@ SCRIPT_TIMEOUT = 120
 
 @pytest.fixture(scope="module")
 def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    tmp = tmp_path_factory.mktemp("script_api")
-    config = tmp / "tooltree.yaml"
-    config.write_text(sample_config_yaml("media"), encoding="utf-8")
-    out = tmp / "tree"
-    assert main(["generate-tree", "--config", str(config), "--out", str(out)]) == 0
-    return out
+    return sample_project(tmp_path_factory.mktemp("script_api"), "media")[1]
 
 
 @pytest.fixture
 def session(docker_engine: object, test_config: SandboxConfig, tree: Path) -> Iterator[Sandbox]:
-    media = ServerConfig(name="media", command=sys.executable, args=(str(SAMPLES / "media.py"),))
     # Enough slots on the server that every call the host admits is in flight at once.
-    with BackgroundPool([media], concurrency=2 * MAX_CALLS_IN_FLIGHT) as servers:
+    with BackgroundPool(sample_server_configs("media"), concurrency=2 * MAX_CALLS_IN_FLIGHT) as servers:
         bridge = McpBridge(tree, servers.pool)
         with Sandbox(config=test_config, tree=tree, tools=bridge, tool_loop=servers.loop) as sandbox:
             yield sandbox
