@@ -31,6 +31,17 @@ class RawStdio:
         for t in self._threads:
             t.start()
 
+    def __enter__(self) -> RawStdio:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        """End as a client that leaves (stdin closed, the process waited for up to `WAIT` seconds, which raises if it
+        runs on), then `close`."""
+        try:
+            self.close_stdin()
+        finally:
+            self.close()
+
     def close_stdin(self) -> int:
         """Close the client's side of stdin, as a client that leaves does; the exit status."""
         assert self.proc.stdin is not None

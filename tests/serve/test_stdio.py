@@ -12,7 +12,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from tests.serve.conftest import Serve, containers, marked_processes
+from tests.serve.conftest import Serve, containers, marked_processes, result_text
 from tests.serve.raw_stdio import RawStdio
 from tests.support import alive, wait_until
 
@@ -33,21 +33,21 @@ async def test_the_sdk_client_runs_the_four_tools_and_variables_persist(make_ser
         assert instructions is not None and "servers/INDEX.md" in str(instructions.instructions)
 
         first = await client.call_tool("execute_python", {"code": "kept = 41\nprint('set')"})
-        assert not first.is_error and first.content[0].text == "set"  # type: ignore[union-attr]
+        assert not first.is_error and result_text(first) == "set"
         second = await client.call_tool("execute_python", {"code": "print(kept + 1)"})
-        assert second.content[0].text == "42"  # type: ignore[union-attr]
+        assert result_text(second) == "42"
 
         stub = await client.call_tool("read_file", {"path": "servers/crm/get_record.py"})
-        assert "def get_record(" in stub.content[0].text  # type: ignore[union-attr]
+        assert "def get_record(" in result_text(stub)
         found = await client.call_tool("search_tools", {"query": "export leads", "detail": "name"})
-        assert "crm.list_leads" in found.content[0].text  # type: ignore[union-attr]
+        assert "crm.list_leads" in result_text(found)
         await client.call_tool("execute_python", {"code": "open('notes.txt', 'w').write('hi')"})
         listing = await client.call_tool("list_files", {"path": "/workspace"})
-        assert "notes.txt" in listing.content[0].text and "servers/" in listing.content[0].text  # type: ignore[union-attr]
+        assert "notes.txt" in result_text(listing) and "servers/" in result_text(listing)
 
         failed = await client.call_tool("execute_python", {"code": "def f():\n    return 1 / 0\nf()"})
         assert failed.is_error
-        text = failed.content[0].text  # type: ignore[union-attr]
+        text = result_text(failed)
         assert "ZeroDivisionError: division by zero" in text and 'File "<cell-' in text and "return 1 / 0" in text
 
 
@@ -91,7 +91,7 @@ async def test_a_cancelled_execution_stops_and_the_session_keeps_its_variables(
                 await running.wait()
             tg.cancel_scope.cancel()  # the SDK sends notifications/cancelled for the abandoned call
         after = await client.call_tool("execute_python", {"code": "print(kept)"})
-        assert after.content[0].text == "still here"  # type: ignore[union-attr]
+        assert result_text(after) == "still here"
         # The cancelled script is no longer running: the next one did not wait 600 s for it.
         assert time.monotonic() - started < 300
 
@@ -100,14 +100,11 @@ def test_closing_stdin_mid_execution_stops_the_sandbox_and_the_upstream_servers(
     make_serve: Callable[..., Serve],
 ) -> None:
     serve = make_serve()
-    raw = RawStdio(serve.argv(), serve.env(), RUNNING_SCRIPT)
-    try:
+    with RawStdio(serve.argv(), serve.env(), RUNNING_SCRIPT) as raw:
         raw.start_long_execution()
         wait_until(lambda: bool(marked_processes(serve.mark)), "the docs server to start")
         assert containers(serve.owner)
         assert raw.close_stdin() == 0
-    finally:
-        raw.close()
     assert not any(m.get("id") == 2 and "result" in m for m in raw.messages)
     assert marked_processes(serve.mark) == []
     assert containers(serve.owner) == []
@@ -121,13 +118,10 @@ def test_closing_stdin_mid_execution_saves_the_workspace_and_says_on_stderr_why_
     workspace = tmp_path / "ws"
     serve = make_serve(extra=["--workspace", str(workspace)])
     script = "open('made.txt', 'w').write('kept')\nprint('wrote', flush=True)\n" + RUNNING_SCRIPT
-    raw = RawStdio(serve.argv(), serve.env(), script)
-    try:
+    with RawStdio(serve.argv(), serve.env(), script) as raw:
         raw.start_long_execution()
         raw.wait_for(lambda m: "last printed: wrote" in str(m.get("params", {}).get("message")), "the script's line")
         assert raw.close_stdin() == 0
-    finally:
-        raw.close()
     assert (workspace / "made.txt").read_text(encoding="utf-8") == "kept"
     said = [line.rstrip("\n") for line in raw.stderr if line.startswith("tooltree serve: ")]
     assert said == [
@@ -141,15 +135,12 @@ def test_closing_stdin_mid_execution_saves_the_workspace_and_says_on_stderr_why_
 
 def test_sigterm_mid_execution_stops_the_sandbox_and_the_upstream_servers(make_serve: Callable[..., Serve]) -> None:
     serve = make_serve()
-    raw = RawStdio(serve.argv(), serve.env(), RUNNING_SCRIPT)
-    try:
+    with RawStdio(serve.argv(), serve.env(), RUNNING_SCRIPT) as raw:
         raw.start_long_execution()
         wait_until(lambda: bool(marked_processes(serve.mark)), "the docs server to start")
         servers = marked_processes(serve.mark)
         raw.proc.send_signal(signal.SIGTERM)
         assert raw.proc.wait(timeout=WAIT) == 0
-    finally:
-        raw.close()
     assert any(line.startswith("tooltree serve: SIGTERM: ending the client's session") for line in raw.stderr)
     assert not any(alive(pid) for pid in servers)
     assert marked_processes(serve.mark) == []
@@ -158,8 +149,7 @@ def test_sigterm_mid_execution_stops_the_sandbox_and_the_upstream_servers(make_s
 
 def test_an_idle_session_ends_and_the_next_call_says_it_starts_afresh(make_serve: Callable[..., Serve]) -> None:
     serve = make_serve(serve={"idle_timeout": 1})
-    raw = RawStdio(serve.argv(), serve.env(), RUNNING_SCRIPT)
-    try:
+    with RawStdio(serve.argv(), serve.env(), RUNNING_SCRIPT) as raw:
         raw.start_long_execution()  # runs past the idle timeout: a busy session never expires
         # Running: its call started the docs server (cancelled before it runs, it would start nothing).
         wait_until(lambda: bool(marked_processes(serve.mark)), "the docs server to start")
@@ -174,11 +164,6 @@ def test_an_idle_session_ends_and_the_next_call_says_it_starts_afresh(make_serve
         text = answer["result"]["content"][0]["text"]
         assert answer["result"]["isError"] is True
         assert "a new sandbox session" in text and "NameError: name 'x' is not defined" in text
-    finally:
-        if raw.proc.stdin is not None:
-            raw.proc.stdin.close()
-        raw.proc.wait(timeout=WAIT)
-        raw.close()
 
 
 async def test_a_workspace_keeps_files_and_skills_from_one_client_session_to_the_next(
@@ -195,15 +180,14 @@ async def test_a_workspace_keeps_files_and_skills_from_one_client_session_to_the
     assert (workspace / "skills" / "double.py").read_text(encoding="utf-8") == skill
     async with mcp.Client(serve.stdio_params(), read_timeout_seconds=WAIT) as second:
         used = await second.call_tool("execute_python", {"code": "from skills.double import double\nprint(double(21))"})
-    assert used.content[0].text == "42"  # type: ignore[union-attr]
+    assert result_text(used) == "42"
 
 
 def test_a_message_over_the_cap_is_answered_with_an_error_and_the_next_request_is_served(
     make_serve: Callable[..., Serve],
 ) -> None:
     serve = make_serve()
-    raw = RawStdio(serve.argv(), serve.env())
-    try:
+    with RawStdio(serve.argv(), serve.env()) as raw:
         raw.initialize()
         big = {"name": "execute_python", "arguments": {"code": "x = '" + "x" * (5 << 20) + "'"}}
         raw.send({"id": 2, "method": "tools/call", "params": big})  # 5 MiB: over the 4 MiB HTTP takes, too
@@ -212,11 +196,6 @@ def test_a_message_over_the_cap_is_answered_with_an_error_and_the_next_request_i
         refused = raw.wait_for(lambda m: m.get("id") == 2, "an answer to the long message")
         answered = raw.wait_for(lambda m: m.get("id") == 3, "the answer to the request after it")
         raw.wait_for_stderr("bytes from the client was left out")
-    finally:
-        if raw.proc.stdin is not None:
-            raw.proc.stdin.close()
-        raw.proc.wait(timeout=WAIT)
-        raw.close()
     assert refused["error"]["code"] == -32600 and "at most 4,194,304 bytes" in refused["error"]["message"]
     assert answered["result"]["content"][0]["text"] == "next"
 
@@ -228,8 +207,7 @@ def test_a_search_whose_query_holds_a_lone_surrogate_is_answered_with_an_error_a
     # reader dropped the line, and the client waited for an answer until its own timeout; then it was answered, but
     # "Invalid JSON: unexpected end of hex escape at line 1 column 118".
     serve = make_serve()
-    raw = RawStdio(serve.argv(), serve.env())
-    try:
+    with RawStdio(serve.argv(), serve.env()) as raw:
         raw.initialize()
         lone = {"name": "search_tools", "arguments": {"query": "\ud800 list leads"}}
         raw.send({"id": 2, "method": "tools/call", "params": lone})
@@ -237,11 +215,6 @@ def test_a_search_whose_query_holds_a_lone_surrogate_is_answered_with_an_error_a
         raw.send({"id": 3, "method": "tools/call", "params": after})
         refused = raw.wait_for(lambda m: m.get("id") == 2, "an answer to the request with a lone surrogate")
         answered = raw.wait_for(lambda m: m.get("id") == 3, "the answer to the request after it")
-    finally:
-        if raw.proc.stdin is not None:
-            raw.proc.stdin.close()
-        raw.proc.wait(timeout=WAIT)
-        raw.close()
     assert refused["error"]["code"] == -32700 and "holds a lone surrogate" in refused["error"]["message"]
     assert "crm.list_leads" in answered["result"]["content"][0]["text"]
 
@@ -278,8 +251,7 @@ def test_a_request_the_parser_cannot_read_is_answered_naming_the_argument_and_th
     # Before: the SDK's stdio transport dropped a line its parser refused (a whole number of more than 4,300 digits,
     # nesting past 200 levels), and the client waited for its answer for ever.
     serve = make_serve(serve={"passthrough": ["media.slow_echo"], "warm": 0})
-    raw = RawStdio(serve.argv(), serve.env())
-    try:
+    with RawStdio(serve.argv(), serve.env()) as raw:
         raw.initialize()
         head = '{"jsonrpc": "2.0", "id": %d, "method": "tools/call", "params": {"name": "media__slow_echo", '
         lines = [
@@ -304,5 +276,3 @@ def test_a_request_the_parser_cannot_read_is_answered_naming_the_argument_and_th
         raw.send({"id": 5, "method": "tools/call", "params": {"name": "media__slow_echo", "arguments": {"text": "ok"}}})
         done = raw.wait_for(lambda m: m.get("id") == 5, "the answer to request 5")
         assert done["result"]["content"][0]["text"] == "ok"
-    finally:
-        raw.close()
