@@ -170,6 +170,23 @@ def install() -> None:
     threading.Thread(target=_tick, name="tooltree-flush", daemon=True).start()
 
 
+def reinstate() -> None:
+    """Before a cell: ``sys.stdout`` or ``sys.stderr`` that a script closed (``sys.stdout.close()``, or left as a file
+    a ``with`` closed: ``with open(path, "w") as sys.stdout:``) is the worker's own again, open on the same pipe.
+    Before, every later cell of the session raised "ValueError: I/O operation on closed file" at its first ``print``
+    (``sys.stdout = sys.__stdout__`` too: the same closed stream) until the interpreter was restarted. A stream the
+    script set that is still open is left as it set it, as its other variables are."""
+    for i, (name, fd) in enumerate((("stdout", 1), ("stderr", 2))):
+        ours = _streams[i]
+        if ours.closed:
+            with _writing:
+                ours = _streams[i] = _buffered(ours, fd)
+        for attr in (name, f"__{name}__"):
+            current = getattr(sys, attr, None)
+            if current is not ours and isinstance(current, io.IOBase) and current.closed:
+                setattr(sys, attr, ours)
+
+
 def end_of_cell() -> None:
     """Write out what a cell wrote, before its result is sent: a traceback still follows its output."""
     flush_all()

@@ -581,6 +581,7 @@ def main(argv: list[str] | None = None) -> int:
         conn.current_exec = exec_id
         conn.images_sent = conn.image_bytes_sent = 0
         filename = cell_filename(exec_id, request.get("filename"))
+        flushing.reinstate()
         status, error, tb = runner.run(str(request.get("code", "")), filename)
         flushing.end_of_cell()
         if _forked:  # a process the script forked ran on to the cell's end: it ends there, as at a script's end
