@@ -8,11 +8,14 @@ indexing``) and keeps its own number, the seconds run: MCP wants the progress of
 own need not, and however many the server sends, the client gets one notification per interval. The server's message
 goes out on one line, cleaned of escape sequences and control characters as a result's text is
 (`sandbox.results.clean_text`), at most `MESSAGE_CHARS` characters; only its first ``2 × MESSAGE_CHARS`` are looked
-at, so a message of a megabyte costs what one of 400 characters does.
+at, so a message of a megabyte costs what one of 400 characters does. A message that states the step itself (its
+progress and total among its numbers: ``step 3 of 6``, ``3/6 files``) is said alone: before, ``step 3 of 6: step 3
+of 6`` for the sample media server's ``long_task``, whose messages say so.
 """
 
 from __future__ import annotations
 
+import re
 import threading
 
 from sandbox.results import clean_text
@@ -20,6 +23,7 @@ from tool_tree.text import one_line
 
 MESSAGE_CHARS = 200
 """The most characters of a server's progress message a heartbeat says."""
+_NUMBER = re.compile(r"(?<![\d.])\d+(?:\.\d+)?(?![\d.])")
 
 
 class UpstreamProgress:
@@ -44,4 +48,14 @@ class UpstreamProgress:
         progress, total, message = latest
         step = f"step {progress:g}" + ("" if total is None else f" of {total:g}")
         text = one_line(clean_text(message[: 2 * MESSAGE_CHARS]), MESSAGE_CHARS) if message else ""
+        if text and _states_step(text, progress, total):
+            return f"the server says: {text}"
         return f"the server says: {step}" + (f": {text}" if text else "")
+
+
+def _states_step(text: str, progress: float, total: float | None) -> bool:
+    """Whether ``text`` holds the step's numbers itself, each a number of its own (``step 3 of 6``, ``3/6``; the same
+    number twice for ``6 of 6``)."""
+    found = _NUMBER.findall(text)
+    wanted = [f"{progress:g}"] + ([] if total is None else [f"{total:g}"])
+    return all(found.count(n) >= wanted.count(n) for n in wanted)

@@ -5,7 +5,8 @@ token and sent nothing, and the client heard only "running for N s".
 
 `tooltree serve` runs as a real subprocess over stdio (``warm: 0``: no sandbox is started), driven by the official
 SDK client, in front of tests/servers/progress_server.py (whose tool waits, once it has sent its progress, until the
-test writes to a FIFO) and of the third-party ``@modelcontextprotocol/server-everything``.
+test writes to a FIFO), of the sample media server (whose ``long_task`` messages say their step) and of the
+third-party ``@modelcontextprotocol/server-everything``.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import anyio
 import mcp
 import pytest
 
-from tests.support import REPO, require_install
+from tests.support import REPO, SAMPLE_SERVERS, require_install
 from tooltree_cli.main import main as cli
 
 pytestmark = pytest.mark.anyio
@@ -157,6 +158,25 @@ async def test_a_progress_number_no_float_holds_is_dropped_and_the_call_answers(
 
 async def _ignore(done: float, total: float | None, message: str | None) -> None:
     return None
+
+
+async def test_a_progress_message_that_states_its_step_is_said_once(tmp_path: Path) -> None:
+    # The sample media server's long_task sends "step i of n" as the message of progress i of n.
+    media = SAMPLE_SERVERS / "media.py"
+    servers = f"  media:\n    command: {json.dumps(sys.executable)}\n    args: [{json.dumps(str(media))}]\n"
+    tree = await anyio.to_thread.run_sync(generate, tmp_path, servers, "media.long_task")
+    seen: Seen = []
+
+    async def progress(done: float, total: float | None, message: str | None) -> None:
+        seen.append((done, total, message))
+
+    async with serve(tree, tmp_path / "serve", servers, "media.long_task") as client:
+        result = await client.call_tool(
+            "media__long_task", {"steps": 3, "step_seconds": 4 * INTERVAL}, progress_callback=progress
+        )
+    assert not result.is_error, result
+    said = [s for s in check_heartbeats(seen) if s]
+    assert said and all(re.fullmatch(r"step [123] of 3", s) for s in said), said  # before: "step 1 of 3: step 1 of 3"
 
 
 @pytest.mark.real_servers
