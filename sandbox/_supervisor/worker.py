@@ -450,6 +450,7 @@ class Runner:
         """Run one cell; returns ``(exit status, error, traceback)``."""
         global _in_cell, _interrupted
         self.cell_names.add(filename)
+        code = code.removeprefix("\ufeff")  # as `python` skips a file's BOM (before: "invalid non-printable character")
         lines = code.splitlines(keepends=True)
         linecache.cache[filename] = (len(code), None, lines, filename)
         # Before: the worker's own command line, which a script's `argparse` refused ("unrecognized arguments:

@@ -1,5 +1,6 @@
 """A script's globals are the module ``__main__``, so what it defines can be found by name there; its ``sys.argv`` is
-its name alone, as ``python`` gives a script run with no arguments.
+its name alone, as ``python`` gives a script run with no arguments; a leading byte order mark is skipped, as
+``python`` skips a file's.
 
 Before, ``sys.modules["__main__"]`` was the worker's own module: ``pickle.dumps`` of an instance of a class the script
 defined, and ``multiprocessing.Pool().map`` of a function it defined, failed with "attribute lookup ... on __main__
@@ -64,3 +65,12 @@ def test_a_script_sees_its_name_alone_in_sys_argv_so_its_argparse_takes_the_defa
         assert given == ["5 ['-c']\n", "5 ['-']\n"]
         unnamed = sb.execute("import sys; print(sys.argv)")
         assert unnamed.stdout == "['']\n"  # as the interactive interpreter's
+
+
+def test_a_script_that_begins_with_a_byte_order_mark_runs_as_python_runs_such_a_file(backend: DockerBackend) -> None:
+    # Before: a script pasted from a file saved with a BOM failed "invalid non-printable character U+FEFF" (1, 1).
+    with Sandbox(backend) as sb:
+        result = sb.execute("\ufeffprint('ran')\nraise ValueError('line 2')\n", filename="bom.py")
+        assert result.stdout == "ran\n", result.traceback
+        assert result.traceback is not None and 'File "bom.py", line 2' in result.traceback
+        assert "raise ValueError('line 2')" in result.traceback  # the line shown is the script's own
