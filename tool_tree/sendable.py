@@ -70,10 +70,10 @@ def unsendable(arguments: Mapping[str, Any]) -> str | None:
 
     At most `SMALL_VALUES` values are walked value by value (`_named`): their cost is their count, not their bytes
     (before, a 1 MB string was encoded to JSON to be checked: 6.5–11 ms on a loaded machine, now about 1 µs; a
-    typical call's few values take 10–20 µs either way, 1–3% of its 0.7–1.2 ms). More are checked in C where it can: Python's JSON encoder refuses NaN, the infinities
-    and, at the interpreter's limit of digits, a longer number; the depth is measured a level at a time. Only arguments
-    that fail there (or a process that raised its limit of digits) are walked, to name the argument (125,000 values on
-    a loaded machine: 0.09–0.14 s checked, 0.19–0.31 s walked)."""
+    typical call's few values take 10–20 µs either way, 1–3% of its 0.7–1.2 ms). More are checked in C where it can:
+    Python's JSON encoder refuses NaN, the infinities and, at the interpreter's limit of digits, a longer number; the
+    depth is measured a level at a time. Only arguments that fail there (or a process that raised its limit of digits)
+    are walked, to name the argument (125,000 values on a loaded machine: 0.09–0.14 s checked, 0.19–0.31 s walked)."""
     if _few(arguments) or not _within(arguments):
         return _named(arguments)
     return None
