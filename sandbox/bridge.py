@@ -87,9 +87,10 @@ class ToolBridge(ABC):
         limits): recorded as the bridge records the calls it refuses itself (`McpBridge`: an audit line). ``server``
         and ``tool`` come cut and cleaned (`sandbox.results.ledger_name`), ``message`` too (`ledger_error`)."""
 
-    def waiting_on(self, server: str) -> str:
+    def waiting_on(self, server: str, *, timed_out: bool = False) -> str:
         """Why a call of ``server`` still waited when its execution ended, when the bridge knows ("" otherwise):
-        said after the ledger's "cancelled" (`sandbox.calls`)."""
+        said after the ledger's "cancelled" (`sandbox.calls`). ``timed_out``: the script's timeout ended it (advice on
+        a longer one fits then; not after a Ctrl-C, a cancel, or a script that ended on its own)."""
         return ""
 
 

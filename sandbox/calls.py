@@ -160,11 +160,11 @@ class CallServer:
             self._ends_at = ends_at
             self._execution += 1
 
-    def _waiting_on(self, server: str) -> str:
+    def _waiting_on(self, server: str, timed_out: bool) -> str:
         """What the bridge says of a call of ``server`` still waiting as its execution ended
         (`ToolBridge.waiting_on`)."""
         try:
-            return self.bridge.waiting_on(server)
+            return self.bridge.waiting_on(server, timed_out=timed_out)
         except Exception:  # a bridge's hook never keeps the ledger from being made
             return ""
 
@@ -174,9 +174,11 @@ class CallServer:
         with self._lock:
             return self._omitted
 
-    def end(self) -> list[ToolCallRecord]:
+    def end(self, *, timed_out: bool = False) -> list[ToolCallRecord]:
         """The execution ended: calls are refused from now on, those still waiting for their server are
-        cancelled; the ledger of its calls (the first `MAX_LEDGER`, see `omitted`), the cancelled ones last."""
+        cancelled; the ledger of its calls (the first `MAX_LEDGER`, see `omitted`), the cancelled ones last.
+        ``timed_out``: its script was stopped by its timeout (not interrupted, cancelled or ended on its own), which
+        the bridge's word on a call left waiting may advise on (`ToolBridge.waiting_on`)."""
         now = time.monotonic()
         with self._lock:
             self._executing = False
@@ -184,7 +186,7 @@ class CallServer:
             ledger = list(self._ledger)
         for server, tool, request_bytes, started in waiting.values():
             elapsed = round((now - started) * 1000, 1)
-            why = _CANCELLED + self._waiting_on(server)
+            why = _CANCELLED + self._waiting_on(server, timed_out)
             ledger.append(ToolCallRecord(server, tool, False, request_bytes, 0, elapsed, why))
         if waiting and self._on_loop:
             loop = self.tool_loop or shared_loop()

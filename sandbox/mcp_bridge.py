@@ -278,19 +278,22 @@ class McpBridge(ToolBridge):
         record = {"session": self.session, "server": server, "tool": tool, "outcome": "refused", "code": code}
         self._audit({**record, "error": ledger_error(message), "ms": 0.0, "ts": round(time.time(), 3)})
 
-    def waiting_on(self, server: str) -> str:
+    def waiting_on(self, server: str, *, timed_out: bool = False) -> str:
         """A server still starting (or waiting for its turn to) when a call of it was cancelled: said, with the
-        setting that bounds it. Before, the ledger said only that the execution ended before the server answered,
-        and why (a server hanging in its start-up) was in the host's log alone."""
+        settings that bound it when the script's timeout ended it. Before, the ledger said only that the execution
+        ended before the server answered, and why (a server hanging in its start-up) was in the host's log alone."""
         try:
             state = self.pool.state(server)
         except UnknownServerError:  # nothing to add (a closing pool says where each server is, as before)
             return ""
         if state == "starting":
-            return (
-                f" (the server {clean(server)} was still starting: it had not answered its start-up yet; a script that "
-                "waits longer needs a longer sandbox timeout, and the server its own timeout setting)"
+            # The advice is for a timeout: after a Ctrl-C it read as if the user had not stopped the script.
+            advice = (
+                "; a script that waits longer needs a longer sandbox timeout, and the server its own timeout setting"
+                if timed_out
+                else ""
             )
+            return f" (the server {clean(server)} was still starting: it had not answered its start-up yet{advice})"
         if state == "queued":
             return f" (the server {clean(server)} was still waiting for its turn to start: other servers were starting)"
         return ""

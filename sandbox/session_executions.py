@@ -174,6 +174,7 @@ class _Executions:
             started = time.monotonic()
             interrupted: KeyboardInterrupt | None = None
             answer: object = None
+            raw: dict[str, Any] = {}
             ledger: list[ToolCallRecord] = []
             printed = self._printing = StreamedOutput(self.config.output_chars, on_output)
             try:
@@ -203,7 +204,10 @@ class _Executions:
                 finally:
                     if turn is not None:
                         turn.end()  # first: a cancel of this turn under way is sent while this script still runs
-                    ledger = self._calls.end()
+                    # The advice on a call left waiting is for a script its timeout stopped alone (before: also
+                    # after a Ctrl-C, a cancel or a script that ended on its own).
+                    timed_out = interrupted is None and raw.get("timed_out") is True
+                    ledger = self._calls.end(timed_out=timed_out)
                     channel.expect_script_end(None)
                     self._printing = None
             except SessionError as e:

@@ -264,3 +264,37 @@ def test_a_timeout_during_a_tool_call_signals_the_server_still_at_it_at_once(
     # The script's clock started before its call, so its end is less than `timeout` after the call.
     assert signalled - called - timeout < PROCESS_TERMINATION_TIMEOUT  # before: only once the grace had ended
     assert docker_engine.owned(owner) == []
+
+
+@pytest.mark.docker
+def test_ctrl_c_while_the_server_of_the_call_starts_says_it_was_starting_without_the_timeouts_advice(
+    owner: str, tmp_path: Path
+) -> None:
+    # Before: the call's line said "a script that waits longer needs a longer sandbox timeout, and the server its own
+    # timeout setting", as after a timeout, though the user had stopped the script.
+    tree, _ = raw_server_tree(tmp_path, [{"name": "echo", "inputSchema": {"type": "object"}}])
+    log = tmp_path / "server.log"
+    spec = tmp_path / "raw.json"
+    spec.write_text(
+        json.dumps({**json.loads(spec.read_text(encoding="utf-8")), "start_delay": 600, "log_file": str(log)}),
+        encoding="utf-8",
+    )
+    code = "from servers.raw import echo\necho()"
+    proc = _start(owner, "-c", code, "--config", str(tmp_path / "tooltree.yaml"), "--tree", str(tree), "--json")
+    try:
+        deadline = time.monotonic() + WAIT
+        while not (log.exists() and "start " in log.read_text(encoding="utf-8")):  # started by the script's call
+            assert proc.poll() is None, f"tooltree exec ended first: {proc.communicate()}"
+            assert time.monotonic() < deadline, "the server was never started"
+            time.sleep(0.02)  # a poll of the server's log, bounded by the deadline
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=WAIT)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == 130, err
+    (call,) = json.loads(out)["calls"]
+    assert call["error"] == (
+        "cancelled: the execution ended before the server answered (the server raw was still starting: it had not "
+        "answered its start-up yet)"
+    )
