@@ -3,7 +3,8 @@
 The sandbox sends what a script prints while it runs (`sandbox.streamed`); where stdout or stderr is a terminal,
 `LiveOutput` prints that stream as it arrives, cleaned as a result's output is (`sandbox.results.clean_text`: a CR
 ends a line too, so a progress bar redrawn with ``\\r`` shows each update as it comes, not all of them once a newline
-follows), a line not yet ended too (``print("fetching…", end="", flush=True)``; before: it waited for its newline),
+follows), a line not yet ended too (``print("fetching…", end="", flush=True)``; before: it waited for its newline;
+what the other stream of the same terminal prints next starts a line of its own, not that one),
 as the sandbox sends it: the first 4 × ``output_chars`` bytes as they come, then the stream's end at most every 2 s,
 with a line saying how much was printed between two ends and not shown (before: live output stopped at the head).
 When the script has ended, `LiveOutput.rest` gives what of the stream, as the result shows it, is left to print: what
@@ -163,8 +164,11 @@ class LiveOutput:
             with self._lock:
                 if self._abandoned:
                     return
+                # Another stream's line left open on this terminal: this text starts a line of its own (before:
+                # stderr's went on stdout's line not yet ended, "fetching 500 leads...Warning: slow").
+                cut_in = not text.startswith("\n") and any(self._open[o] for o in self._shared(name) if o != name)
             written = text[at : at + WRITE_CHARS]
-            out.write(written)
+            out.write("\n" + written if cut_in else written)
             out.flush()
             with self._lock:
                 if of_stream:

@@ -80,6 +80,30 @@ def test_stdout_and_stderr_on_one_terminal_share_its_line_no_blank_line_and_no_l
     assert live.rest("stderr", "err-partial") == "\n"  # one newline ends the terminal's line, once
 
 
+def test_what_one_stream_prints_after_the_others_line_left_open_starts_a_line_of_its_own() -> None:
+    # Before: stderr's warning went on stdout's line not yet ended ("fetching 500 leads...Warning: slow server"), and
+    # stdout's row on stderr's progress bar.
+    terminal = _Terminal()
+    live = LiveOutput({"stdout": terminal, "stderr": terminal})
+    live.feed("stdout", b"fetching 500 leads...")
+    live.feed("stderr", b"Warning: slow server\n")
+    live.feed("stdout", b" done\n")
+    live.feed("stderr", b"\r 10%|#")
+    live.feed("stdout", b"row 1\n")
+    live.feed("stdout", b"row 2")
+    live.feed("stdout", b"\n")
+    assert _shown(live, terminal) == "fetching 500 leads...\nWarning: slow server\n done\n\n 10%|#\nrow 1\nrow 2\n"
+    assert live.rest("stdout", "fetching 500 leads... done\nrow 1\nrow 2\n") == ""  # all of it shown
+    assert live.rest("stderr", "Warning: slow server\n\n 10%|#") == ""
+    # Each on its own terminal (stdout piped elsewhere, say): nothing is added to either.
+    out, err = _Terminal(), _Terminal()
+    live = LiveOutput({"stdout": out, "stderr": err})
+    live.feed("stdout", b"fetching...")
+    live.feed("stderr", b"Warning\n")
+    live.feed("stdout", b" done\n")
+    assert (_shown(live, out), _shown(live, err)) == ("fetching... done\n", "Warning\n")
+
+
 def _lines(first: int, last: int) -> str:
     return "".join(f"log line {n:04d} of a long job\n" for n in range(first, last))
 
