@@ -322,8 +322,9 @@ class ExecutionResult:
         stdout: captured standard output, cleaned; when longer than the cap, a head and a
             tail around a marker naming the workspace file with everything.
         stderr: the same for standard error.
-        exit_status: 0 on success, 1 for an uncaught exception, the ``sys.exit`` code, or the
-            negated signal number when the run was killed (timeout: -9).
+        exit_status: 0 on success, 1 for an uncaught exception, the ``sys.exit`` code as given (``256``, though a
+            process would end with status 0, its low 8 bits; a negative one too, its ``error`` then
+            ``SystemExit: -1``), or the negated signal number when the run was killed (timeout: -9).
         duration: seconds, measured on the host.
         error: what ended the script (``"KeyError: 'x'"``, ``"timed out after 30 s"``) or None; an exception's
             message whole, every line of it (``"ValueError: a\\nb"`` for ``raise ValueError("a\\nb")``).
@@ -440,7 +441,9 @@ def parse_execution(
     stdout, out_cut, out_path = preview(raw.get("stdout"), max_chars, "stdout", raw.get("outputs"))
     stderr, err_cut, err_path = preview(raw.get("stderr"), max_chars, "stderr", raw.get("outputs"))
     status = raw.get("exit_status")
-    exit_status = status if isinstance(status, int) and not isinstance(status, bool) and -255 <= status <= 255 else 1
+    # A script's `sys.exit` code as given, within what Python's own exit takes (a C long); before, past ±255 it
+    # became 1: `raise SystemExit(256)` was said as "exited 1".
+    exit_status = status if isinstance(status, int) and not isinstance(status, bool) and abs(status) < 1 << 63 else 1
     timed_out = raw.get("timed_out") is True
     error = _str(raw.get("error"), MAX_ERROR_CHARS)
     if exit_status != 0 and error is None:

@@ -23,8 +23,9 @@ if TYPE_CHECKING:
 
 
 def _script_status(result: ExecutionResult) -> str:
-    """How the script's process ended: ``script exited 0``, ``script killed by signal 9``."""
-    if result.exit_status < 0:
+    """How the script's process ended: ``script exited 0``, ``script killed by signal 9``; a ``SystemExit`` code as
+    the script gave it, a negative one too (``raise SystemExit(-1)``: before, "killed by signal 1")."""
+    if result.exit_status < 0 and result.error != f"SystemExit: {result.exit_status}":
         return f"script killed by signal {-result.exit_status}"
     return f"script exited {result.exit_status}"
 

@@ -825,6 +825,18 @@ def _ends(monkeypatch: pytest.MonkeyPatch, result: object, unsaved: str | None =
             "tooltree: script exited 3 in 0.10 s · 0 tool call(s) · 0 B of tool results received in the sandbox · 0 B "
             "printed · tooltree exit 1 because the script failed (SystemExit: 3)",
         ),
+        (  # the code as the script gave it: before, "exited 1"; `python` ends with status 0 (its low 8 bits)
+            {"exit_status": 256, "error": "SystemExit: 256"},
+            1,
+            "tooltree: script exited 256 in 0.10 s · 0 tool call(s) · 0 B of tool results received in the sandbox · 0 "
+            "B printed · tooltree exit 1 because the script failed (SystemExit: 256)",
+        ),
+        (  # the script's own code, not a signal: before, "killed by signal 1"
+            {"exit_status": -1, "error": "SystemExit: -1"},
+            1,
+            "tooltree: script exited -1 in 0.10 s · 0 tool call(s) · 0 B of tool results received in the sandbox · 0 "
+            "B printed · tooltree exit 1 because the script failed (SystemExit: -1)",
+        ),
     ],
 )
 def test_exec_last_line_says_how_the_script_ended_and_the_exit_code_without_contradiction(
@@ -887,6 +899,19 @@ def test_exec_a_script_that_ends_its_process_with_status_0_exits_1_and_says_why(
     last = capsys.readouterr().err.splitlines()[-1]
     assert last.startswith("tooltree: script exited 0 in ")
     assert last.endswith(" · tooltree exit 1 because the script failed (the Python process exited with status 0)")
+
+
+@pytest.mark.docker
+def test_exec_says_a_scripts_exit_code_past_255_as_the_script_gave_it(
+    docker_engine: object, project: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before: "script exited 1", and 1 under --json; `python` ends with status 0 for it (the low 8 bits), which hides
+    # the failure the script meant.
+    config, tree = project
+    assert main(["exec", "-c", "raise SystemExit(256)", "--config", str(config), "--tree", str(tree)]) == 1
+    last = capsys.readouterr().err.splitlines()[-1]
+    assert last.startswith("tooltree: script exited 256 in ")
+    assert last.endswith(" · tooltree exit 1 because the script failed (SystemExit: 256)")
 
 
 class _Full:

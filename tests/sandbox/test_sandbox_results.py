@@ -52,6 +52,18 @@ def test_tag_characters_go_as_tool_tree_text_clean_drops_them() -> None:
     assert note_label(text, 60) == "ok done"
 
 
+def test_a_sys_exit_code_is_kept_as_the_script_gave_it() -> None:
+    # Before: a code past 255 became 1, so `raise SystemExit(256)` was said as "exited 1".
+    for code in (256, -1, 2**40, -(2**63) + 1):
+        result = parse_execution(report(exit_status=code, error=f"SystemExit: {code}"), **_NONE)
+        assert (result.exit_status, result.error, result.ok) == (code, f"SystemExit: {code}", False)
+    for sent in (2**63, -(2**63), True, "3", None):  # past what Python's exit takes, or not an integer
+        assert parse_execution(report(exit_status=sent), **_NONE).exit_status == 1
+
+
+_NONE: dict[str, Any] = {"max_chars": 100, "duration": 0.1, "tool_calls": []}
+
+
 def test_short_output_is_returned_whole() -> None:
     result = parse_execution(
         report(stdout={"head": "hi\n", "tail": "", "truncated": False, "bytes": 3, "path": None}),
