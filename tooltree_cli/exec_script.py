@@ -100,6 +100,18 @@ def _declared(data: bytes) -> str | None:
     return None
 
 
+def _normal_name(declared: str) -> str:
+    """``declared`` as Python's tokenizer takes it before it looks the codec up (its ``get_normal_name``): a UTF-8 or
+    Latin-1 of Emacs's names (``utf-8-unix``, ``latin-1-dos``, ``iso-latin-1``) is that encoding."""
+    name = declared[:12].lower().replace("_", "-")
+    if name == "utf-8" or name.startswith("utf-8-"):
+        return "utf-8"
+    latin = ("latin-1", "iso-8859-1", "iso-latin-1")
+    if name in latin or name.startswith(tuple(f"{x}-" for x in latin)):
+        return "iso-8859-1"
+    return declared
+
+
 def _decoded(data: bytes, name: str) -> str:
     """A script's text, read as Python reads a file it runs: in the encoding it declares (``# -*- coding: latin-1
     -*-``; before: refused, "not UTF-8 text", though ``python`` runs it), else UTF-8, a byte order mark (some Windows
@@ -109,7 +121,8 @@ def _decoded(data: bytes, name: str) -> str:
     encoding, said = "utf-8", "UTF-8 text"
     if (declared := _declared(data)) is not None:
         try:
-            encoding = codecs.lookup(declared).name
+            # Before: an Emacs-style name refused, "an encoding Python does not know: 'utf-8-unix'".
+            encoding = codecs.lookup(_normal_name(declared)).name
         except LookupError:
             raise _UsageError(f"{name}: declares an encoding Python does not know: {declared!r}") from None
         if marked and encoding != "utf-8":

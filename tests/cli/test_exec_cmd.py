@@ -507,14 +507,18 @@ def test_exec_reads_a_script_in_the_encoding_it_declares_as_python_does(
     argv = ["--config", str(config), "--tree", str(tree)]
     first = b"# -*- coding: latin-1 -*-\nprint('caf\xe9')\n"
     second = b"#!/usr/bin/env python\n# vim: set fileencoding=cp1252 :\nprint('\x80 5')\n"
-    for content in (first, second):
+    # Emacs's names, which Python reads as UTF-8 and Latin-1 (before: "an encoding Python does not know").
+    emacs = b"# -*- coding: utf-8-unix -*-\nprint('caf\xc3\xa9')\n"
+    emacs_latin = b"# -*- coding: iso-latin-1-dos -*-\nprint('caf\xe9')\n"
+    for content in (first, emacs, emacs_latin, second):
         (tmp_path / "old.py").write_bytes(content)
-        assert main(["exec", str(tmp_path / "old.py"), *argv]) == 0
+        assert main(["exec", str(tmp_path / "old.py"), *argv]) == 0, capsys.readouterr().err
     with (tmp_path / "old.py").open(encoding="utf-8", errors="surrogateescape") as stdin:
         monkeypatch.setattr(sys, "stdin", stdin)
         assert main(["exec", "-", *argv]) == 0
-    assert codes == [first.decode("latin-1"), second.decode("cp1252"), second.decode("cp1252")]
-    assert "€" in codes[1]
+    assert codes[:3] == [first.decode("latin-1"), emacs.decode("utf-8"), emacs_latin.decode("latin-1")]
+    assert codes[3:] == [second.decode("cp1252"), second.decode("cp1252")]
+    assert "€" in codes[3]
     capsys.readouterr()
     refused = {
         b"# coding: klingon\nprint(1)\n": "declares an encoding Python does not know: 'klingon'",
