@@ -135,6 +135,10 @@ def _decoded(data: bytes, name: str) -> str:
         raise _UsageError(
             f"{name}: not {said}: byte 0x{data[e.start]:02x} at line {line}, column {column} (save it as UTF-8)"
         ) from None
+    except (LookupError, UnicodeError) as e:  # a codec of bytes (rot13, zlib), or one that fails whole (undefined)
+        # Before: exit 70, "LookupError: 'rot-13' is not a text encoding" as if tooltree had a bug; python refuses
+        # the script too ("SyntaxError: encoding problem: rot13").
+        raise _UsageError(f"{name}: declares {declared!r}, which Python does not read a script in ({e})") from None
 
 
 def _read_capped(stream: BinaryIO, name: str, limit: int) -> bytes:

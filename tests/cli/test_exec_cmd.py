@@ -522,6 +522,10 @@ def test_exec_reads_a_script_in_the_encoding_it_declares_as_python_does(
     capsys.readouterr()
     refused = {
         b"# coding: klingon\nprint(1)\n": "declares an encoding Python does not know: 'klingon'",
+        # Codecs of bytes, and one that reads nothing: before, exit 70, "LookupError: 'rot-13' is not a text encoding".
+        b"# coding: rot13\nprint(1)\n": "declares 'rot13', which Python does not read a script in ('rot-13' is not a",
+        b"# coding: zlib\nprint(1)\n": "declares 'zlib', which Python does not read a script in ('zlib' is not a",
+        b"# coding: undefined\nprint(1)\n": "declares 'undefined', which Python does not read a script in (decoding",
         b"# coding: ascii\nprint('caf\xe9')\n": "not ascii text, as it declares: byte 0xe9 at line 2, column 11",
         b"\xef\xbb\xbf# coding: latin-1\nprint(1)\n": "starts with UTF-8's byte order mark but declares 'latin-1'",
         # A declaration after the second line is a comment, as for Python.
