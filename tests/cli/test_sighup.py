@@ -174,16 +174,30 @@ print("never")
 """
 
 
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The config and tree of the sample crm, which each test of `exec` or `agent` here runs on (generated once)."""
+    return sample_project(tmp_path_factory.mktemp("sighup"), "crm", timeout=120)
+
+
+def _exec_argv(project: tuple[Path, Path], tmp_path: Path, *options: str) -> tuple[list[str], Path]:
+    """The arguments of `tooltree exec` of `SCRIPT` on ``project`` (and ``options``) with a workspace folder made in
+    ``tmp_path``, and that folder."""
+    config, tree = project
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    argv = ["exec", "-c", SCRIPT, "--config", str(config), "--tree", str(tree), "--workspace", str(workspace)]
+    return [*argv, *options], workspace
+
+
 @pytest.mark.docker
 def test_a_closed_terminal_stops_exec_saves_the_workspace_prints_where_it_can_and_exits_129(
-    docker_engine: EngineWithCLI, tmp_path: Path, owner: str, terminal: Terminal
+    docker_engine: EngineWithCLI, project: tuple[Path, Path], tmp_path: Path, owner: str, terminal: Terminal
 ) -> None:
     # Before: SIGHUP ended exec at once (-1): the workspace was not saved, the script's output lost. Its stdout is a
     # file here: what the script printed still goes there; the closed terminal (stderr) takes nothing, without error.
-    config, tree = sample_project(tmp_path, "crm", timeout=120)
-    workspace, stdout = tmp_path / "ws", tmp_path / "stdout.txt"
-    workspace.mkdir()
-    argv = ["exec", "-c", SCRIPT, "--config", str(config), "--tree", str(tree), "--workspace", str(workspace)]
+    argv, workspace = _exec_argv(project, tmp_path)
+    stdout = tmp_path / "stdout.txt"
     with stdout.open("w", encoding="utf-8") as out:
         proc = _tooltree(argv, terminal, {"TOOLTREE_SANDBOX_OWNER": owner}, stdout=out)
         try:
@@ -200,14 +214,11 @@ def test_a_closed_terminal_stops_exec_saves_the_workspace_prints_where_it_can_an
 
 @pytest.mark.docker
 def test_sighup_to_exec_says_so_after_what_the_script_did(
-    docker_engine: EngineWithCLI, tmp_path: Path, owner: str
+    docker_engine: EngineWithCLI, project: tuple[Path, Path], tmp_path: Path, owner: str
 ) -> None:
     # The terminal is still there (`kill -HUP`): the script's result is printed, then why tooltree stopped.
-    config, tree = sample_project(tmp_path, "crm", timeout=120)
-    workspace, audit = tmp_path / "ws", tmp_path / "audit.jsonl"
-    workspace.mkdir()
-    argv = ["exec", "-c", SCRIPT, "--config", str(config), "--tree", str(tree), "--workspace", str(workspace),
-            "--audit", str(audit)]  # fmt: skip
+    audit = tmp_path / "audit.jsonl"
+    argv, workspace = _exec_argv(project, tmp_path, "--audit", str(audit))
     proc = _tooltree(argv, None, {"TOOLTREE_SANDBOX_OWNER": owner})
     try:
         _wait_for_file(audit, proc)  # the script's tool call: it has printed, written its file, and sleeps
@@ -228,14 +239,14 @@ def test_sighup_to_exec_says_so_after_what_the_script_did(
 
 @pytest.mark.docker
 def test_sighup_stops_an_agent_run_saves_the_workspace_ends_the_transcript_and_exits_129(
-    docker_engine: EngineWithCLI, tmp_path: Path, owner: str
+    docker_engine: EngineWithCLI, project: tuple[Path, Path], tmp_path: Path, owner: str
 ) -> None:
     # Before: SIGHUP ended the agent at once (-1): the file its script wrote never reached the workspace folder, and
     # the transcript had no run_end.
     from agent import read_transcript
     from agent.testing import FakeMessagesAPI, reply, tool_use
 
-    config, tree = sample_project(tmp_path, "crm", timeout=120)
+    config, tree = project
     workspace, transcript = tmp_path / "ws", tmp_path / "run.jsonl"
     workspace.mkdir()
     started, ended = threading.Event(), threading.Event()
