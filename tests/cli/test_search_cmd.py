@@ -96,6 +96,8 @@ def test_a_query_with_no_word_to_search_by_says_so_with_or_without_embeddings(
         monkeypatch.setenv(EMBEDDINGS_ENV, "auto")
     words = write_tree(tmp_path / "tree", embeddings=embeddings)
     said = f"no word to search by in {query!r} (punctuation and words as common as 'the' or 'get' are left out)"
+    if query == "???":  # of symbols alone: looked for in the tools' names too (test_search_symbol_names.py)
+        said += ", and no tool's name holds it"
     capsys.readouterr()
     for json_mode in ([], ["--json"]):
         assert main(["search", query, "--tree", str(words), *json_mode]) == 2

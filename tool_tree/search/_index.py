@@ -105,6 +105,26 @@ def name_key(text: str) -> str:
     return _NAME_SEPARATORS.sub("_", text.strip().lower()).strip("_")
 
 
+_VARIATION_SELECTORS = re.compile("[\ufe00-\ufe0f]")
+_NAME_SEPARATOR_CHARS = " _-./:"
+
+
+def literal_key(text: str) -> str:
+    """``text`` as `SearchIndex.literal` compares a query of symbols with a tool's name: case folded, without
+    variation selectors (``⭐\ufe0f``, the emoji as a keyboard writes it, and ``⭐`` are one name), each run of white
+    space one space, none at either end."""
+    return " ".join(_VARIATION_SELECTORS.sub("", text).casefold().split())
+
+
+def symbols_only(query: str) -> str:
+    """``query``'s `literal_key` when it has no letter or digit (no word can rank it) and holds more than name
+    separators (``_``, ``-``, ``.``, …, which nearly every name has); "" otherwise."""
+    if len(query) > MAX_NAME_QUERY or any(c.isalnum() for c in query):
+        return ""
+    key = literal_key(query)
+    return key if key.strip(_NAME_SEPARATOR_CHARS) else ""
+
+
 @dataclass(frozen=True)
 class _Entry:
     server: str
@@ -157,6 +177,7 @@ class SearchIndex:
         self._dense = dense
         self._ties: Any = None
         self._names: dict[str, list[int]] | None = None
+        self._literal_names: list[str] | None = None
         servers = {name: i for i, name in enumerate(sorted({e.server for e in entries}))}
         self._server_of = [servers[e.server] for e in entries]
         self._server_tools: list[list[int]] = [[] for _ in servers]
@@ -219,13 +240,32 @@ class SearchIndex:
 
     def _check_words(self, query: str) -> None:
         """Raises: SearchError: ``query`` has no term (only punctuation, or words as common as "the", which are left
-        out) and names no tool. Before, the embeddings ranked it by meaning all the same (``???`` found five tools,
-        noted as "nearest by meaning"), while without them it matched nothing: two answers, neither of use."""
-        if not tokens(query[:MAX_QUERY], stem=self._config.stem) and not self._named(query):
+        out), names no tool and is in no tool's name as written (`literal`). Before, the embeddings ranked it by
+        meaning all the same (``???`` found five tools, noted as "nearest by meaning"), while without them it matched
+        nothing: two answers, neither of use."""
+        if not tokens(query[:MAX_QUERY], stem=self._config.stem) and not self.by_name(query):
+            held = ", and no tool's name holds it" if symbols_only(query) else ""
             raise SearchError(
                 f"no word to search by in {one_line(query, 80)!r} (punctuation and words as common as 'the' or "
-                "'get' are left out): say what the tool should do, or search it as a regular expression"
+                f"'get' are left out){held}: say what the tool should do, or search it as a regular expression"
             )
+
+    def by_name(self, query: str) -> bool:
+        """Whether ``query`` names a tool (`_named`) or, of symbols alone, is in a tool's name (`literal`): what it
+        finds was not found by meaning."""
+        return bool(self._named(query) or self.literal(query))
+
+    def literal(self, query: str) -> dict[int, float]:
+        """The tools whose MCP name holds ``query`` as written, when the query has no letter or digit (an emoji or
+        symbols, which no word ranks: ``🚀``, ``⭐``, ``++``), each scored by the share of its name the query is (1 for
+        the whole name), both read as `literal_key` reads them; empty for any other query. Before, such a name was
+        found only whole or by ``--regex``: ``🔥`` in a tree holding ``🔥🔥`` was "no word to search by"."""
+        key = symbols_only(query)
+        if not key:
+            return {}
+        if self._literal_names is None:
+            self._literal_names = [literal_key(e.tool[:MAX_REGEX_TEXT]) for e in self._entries]
+        return {d: round(len(key) / len(name), 4) for d, name in enumerate(self._literal_names) if key in name}
 
     def rank(self, query: str) -> dict[int, float]:
         """The score of every tool the query reaches (by position in the index).
@@ -246,8 +286,9 @@ class SearchIndex:
     def _rank(self, query: str) -> dict[int, float] | Any:
         """``rank``'s scores; in the hybrid a float64 array over all tools (0: not reached), which
         ``search`` takes its first results from without a Python step per tool. A query that is a tool's name (as
-        `name_key` reads names) puts that tool first (`_named`)."""
-        scores = self._fused(query)
+        `name_key` reads names) puts that tool first (`_named`); one of no letter or digit finds only the tools whose
+        names hold it (`literal`): no word ranks it, and its embedding's nearest tools were guesses."""
+        scores = self.literal(query) if symbols_only(query) else self._fused(query)
         named = self._named(query)
         if not named:
             return scores

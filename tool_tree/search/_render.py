@@ -350,8 +350,9 @@ def meaning_only_note(index: SearchIndex, query: str, hits: Sequence[SearchHit],
 
 def meaning_only(index: SearchIndex, query: str, found: bool, *, regex: bool = False) -> bool:
     """Whether a search that ``found`` hits found them by embedding similarity alone: no tool has a word of
-    ``query`` (a regex search matches text, never meaning)."""
-    return found and not regex and not index.scores(query)
+    ``query``, and it neither names a tool nor is in one's name (`SearchIndex.by_name`; before, ``🚀`` found the tool
+    of that name "by meaning") (a regex search matches text, never meaning)."""
+    return found and not regex and not index.scores(query) and not index.by_name(query)
 
 
 def search_records(
