@@ -134,6 +134,18 @@ def test_a_regex_holding_a_lone_surrogate_is_refused_naming_it(
     )
 
 
+def test_a_regex_holding_a_nul_or_a_line_break_is_echoed_with_it_escaped(tree: Path) -> None:
+    # A script's or a client's search_tools(…, regex=True); a command line holds no NUL. Before: "No tools matched
+    # 'ab'. (regex mode)", another pattern than the one searched, and RE2's reason held the NUL as it was.
+    from tool_tree.search import search_tools
+
+    assert search_tools(tree, "a\x00b", regex=True) == "No tools matched 'a\\x00b'. (regex mode)"
+    assert search_tools(tree, "zz\nqq", regex=True) == "No tools matched 'zz\\nqq'. (regex mode)"
+    with pytest.raises(SearchError) as refused:
+        search_tools(tree, "(a\x00", regex=True)
+    assert str(refused.value) == "bad regex '(a\\x00': missing ): (a\\x00"
+
+
 @pytest.mark.parametrize(
     ("query", "regex", "message"),
     [

@@ -61,6 +61,19 @@ def _re2() -> Any:
         raise SearchError(_INSTALL) from None
 
 
+def shown_pattern(pattern: str, limit: int = 80) -> str:
+    """``pattern`` as a message quotes it: its repr, each character shown (a NUL, a line break or a tab escaped, as
+    ``\\x00``, ``\\n``, ``\\t``: in a pattern each matches itself), cut at ``limit`` characters with ``…``. Before, a
+    NUL was dropped: ``a\\x00b`` matched nothing as "No tools matched 'ab'"."""
+    return repr(pattern if len(pattern) <= limit else pattern[: limit - 1] + "…")
+
+
+def _printable(reason: str) -> str:
+    """RE2's ``reason``, which quotes the pattern's bytes as they are, with each character that does not print
+    escaped (before: a NUL of the pattern went into the message as it was)."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in reason)
+
+
 def compile_pattern(pattern: str) -> Matcher:
     """Compile a regex-mode pattern (case-insensitive, RE2 syntax: Python's without backreferences
     and lookaround).
@@ -88,7 +101,7 @@ def compile_pattern(pattern: str) -> Matcher:
         compiled: Matcher = re2.compile(pattern, options)
     except re2.error as e:
         reason = e.args[0].decode("utf-8", "replace") if e.args and isinstance(e.args[0], bytes) else str(e)
-        raise SearchError(f"bad regex {pattern!r}: {reason}{_hint(reason)}") from None
+        raise SearchError(f"bad regex {pattern!r}: {_printable(reason)}{_hint(reason)}") from None
     return compiled
 
 

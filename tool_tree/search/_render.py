@@ -25,6 +25,7 @@ from tool_tree.regenerate import regenerate_command
 from tool_tree.search._docs import docs_from_tree
 from tool_tree.search._errors import SearchError
 from tool_tree.search._index import INDEX_FILE, SearchHit, SearchIndex, build_index, check_limit
+from tool_tree.search._regex import shown_pattern
 from tool_tree.search._store import built_for, index_text, manifest_hash
 from tool_tree.search._text import WORDS, one_line
 from tool_tree.text import shown
@@ -323,7 +324,11 @@ def search_tools(
         index = load_index(tree)
         hits = index.search(query, limit=limit, regex=regex)
         if not hits:
-            return f"No tools matched {one_line(query, 80)!r}." + (" (regex mode)" if regex else "")
+            return (
+                f"No tools matched {shown_pattern(query)}. (regex mode)"
+                if regex
+                else f"No tools matched {one_line(query, 80)!r}."
+            )
         return meaning_only_note(index, query, hits, regex=regex) + render_hits(tree, hits, level)
 
     return _bounded(run)
