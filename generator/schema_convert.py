@@ -294,8 +294,10 @@ class Converter:
             name = self._b.names.allocate(def_hint)
             self._ref_types[ref] = Atom(name)
             self._objects[id(target)] = (target, Atom(name))
-            self.typed_dict(obj, name, depth)
-            return Atom(name)
+            written = Atom(self.typed_dict(obj, name, depth))
+            self._ref_types[ref] = written
+            self._objects[id(target)] = (target, written)
+            return written
         self._resolving.add(ref)
         try:
             t = self.convert(target, hint=def_hint, depth=depth + 1)
@@ -420,8 +422,9 @@ class Converter:
             title = obj.get("title")
             name = self._b.names.allocate(title if isinstance(title, str) and title.strip() else hint)
             self._objects[id(schema)] = (schema, Atom(name))
-            self.typed_dict(obj, name, depth)
-            return Atom(name)
+            written = Atom(self.typed_dict(obj, name, depth))
+            self._objects[id(schema)] = (schema, written)
+            return written
         return DictOf(self.free_values(obj, hint, depth + 1))
 
     def free_values(self, obj: dict[str, Any], hint: str, depth: int) -> PyType:
@@ -473,9 +476,11 @@ class Converter:
                 return t
         return ANY
 
-    def typed_dict(self, obj: dict[str, Any], name: str, depth: int) -> None:
-        """Convert an object schema's properties into the TypedDict ``name`` (already allocated)."""
+    def typed_dict(self, obj: dict[str, Any], name: str, depth: int) -> str:
+        """Convert an object schema's properties into the TypedDict ``name`` (already allocated); the name it is
+        written under (an earlier one of the same TypedDict, see `TypeBuilder.add`)."""
         self._b.defining()
+        since = len(self._b.definitions)
         required = set(required_of(obj))
         fields = tuple(
             FieldDef(
@@ -487,4 +492,4 @@ class Converter:
             )
             for key, sub in fields_of(obj).items()
         )
-        self._b.add(TypedDictDef(name=name, fields=fields, description=_description(obj)))
+        return self._b.add(TypedDictDef(name=name, fields=fields, description=_description(obj)), since)

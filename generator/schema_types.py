@@ -56,7 +56,7 @@ from generator.schema_convert import (
     required_of,
 )
 from generator.type_defs import InputShape, NameRegistry, Property, TypedDictDef
-from generator.type_expr import ANY, IMPORTABLE_NAMES, Atom, DictOf, PyType
+from generator.type_expr import ANY, IMPORTABLE_NAMES, Atom, DictOf, PyType, type_names
 
 MAX_WARNINGS = 20
 """Distinct warnings one tool's schemas give (the 21st says the rest are not given). Before, each property gave its
@@ -103,8 +103,25 @@ class TypeBuilder:
     def defining(self) -> None:
         self._allocated += 1
 
-    def add(self, definition: TypedDictDef) -> None:
+    def add(self, definition: TypedDictDef, since: int) -> str:
+        """Add ``definition`` (its nested types from ``since`` on in `definitions`) and give the name it is written
+        under: the name of an earlier definition of the same base name that writes the same TypedDict (the same keys,
+        types, descriptions and defaults), which it is not then written beside. Such a pair comes of one object
+        schema in the input and the output differing in what a TypedDict does not express: server-memory's relations
+        closed by ``additionalProperties: false`` in its output schema alone (before: ``RelationsItem`` and
+        ``RelationsItem_2``, the same type twice). A definition that a nested type of its own refers to (a recursive
+        one) is always kept: that type would name it."""
+        name = definition.name
+        base = self.names.base_of(name)
+        nested = self.definitions[since:]
+        if base is not None and not any(name in type_names(f.type) for d in nested for f in d.fields):
+            for earlier in self.definitions:
+                same = (earlier.fields, earlier.description) == (definition.fields, definition.description)
+                if same and self.names.base_of(earlier.name) == base:
+                    self.names.release(name)
+                    return earlier.name
         self.definitions.append(definition)
+        return name
 
     def input_shape(self, schema: Any, *, hint: str) -> InputShape:
         """The parameters an input schema describes.
@@ -159,8 +176,7 @@ class TypeBuilder:
         if len(fields_of(root)) > MAX_PROPERTIES:
             raise SchemaConversionError(f"more than {MAX_PROPERTIES} properties")
         conv.bind("#", Atom(name))
-        conv.typed_dict(root, name, 0)
-        return Atom(name)
+        return Atom(conv.typed_dict(root, name, 0))
 
     def _output_union(self, schema: Any, name: str) -> PyType | None:
         """The type of a structured result that is one of several objects (``anyOf``/``oneOf`` of object schemas, no

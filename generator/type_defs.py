@@ -94,6 +94,7 @@ class NameRegistry:
     def __init__(self, reserved: Iterable[str]) -> None:
         self._reserved = set(reserved)
         self._taken = set(self._reserved)
+        self._bases: dict[str, str] = {}
 
     def allocate(self, raw: str) -> str:
         base = to_identifier(camel(raw), fallback="Model", reserved=self._reserved)
@@ -102,4 +103,15 @@ class NameRegistry:
             n += 1
             candidate = f"{base}_{n}"
         self._taken.add(candidate)
+        self._bases[candidate] = base
         return candidate
+
+    def base_of(self, name: str) -> str | None:
+        """The name ``allocate`` numbered to give ``name`` (``RelationsItem`` of ``RelationsItem_2``); None for a
+        name it did not give."""
+        return self._bases.get(name)
+
+    def release(self, name: str) -> None:
+        """Give back ``name``, which is not written: a later type of its base may take it."""
+        self._taken.discard(name)
+        self._bases.pop(name, None)

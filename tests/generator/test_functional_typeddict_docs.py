@@ -63,10 +63,10 @@ def test_memory_relations_document_their_keys() -> None:
         stub.source
     )
     docs = _attribute_docs(stub.source)
-    for name in ("RelationsItem", "RelationsItem_2"):  # the argument's items and the result's
-        assert "from: The name of the entity where the relation starts" in docs[name]
-        assert "to: The name of the entity where the relation ends" in docs[name]
-        assert "relationType: The type of the relation" in docs[name]
+    assert "RelationsItem_2" not in stub.source  # the argument's items and the result's are one (test_same_typed_dicts)
+    assert "from: The name of the entity where the relation starts" in docs["RelationsItem"]
+    assert "to: The name of the entity where the relation ends" in docs["RelationsItem"]
+    assert "relationType: The type of the relation" in docs["RelationsItem"]
     assert check_stub(stub.source, function="create_relations", server="memory", tool="create_relations") is None
     namespace: dict[str, Any] = {"__name__": "servers.memory.create_relations"}
     exec(compile(stub.source, "<create_relations>", "exec"), namespace)

@@ -106,8 +106,13 @@ def test_nested_object_becomes_a_typeddict_named_after_its_property() -> None:
 
 def test_title_names_the_typeddict_and_duplicates_get_suffixes() -> None:
     obj = {"type": "object", "title": "Address", "properties": {"a": {"type": "string"}}}
-    types, builder, _ = _build({"type": "object", "properties": {"x": obj, "y": {**obj}}})  # two, as JSON gives them
+    other = {**obj, "properties": {"b": {"type": "string"}}}
+    types, builder, _ = _build({"type": "object", "properties": {"x": obj, "y": other}})
     assert types == {"x": "Address", "y": "Address_2"}
+    assert list(_defs(builder)) == ["Address", "Address_2"]
+    # two that write the same TypedDict (as JSON gives them: two objects) are one (test_same_typed_dicts.py)
+    types, builder, _ = _build({"type": "object", "properties": {"x": obj, "y": {**obj}, "z": other}})
+    assert types == {"x": "Address", "y": "Address", "z": "Address_2"}
     assert list(_defs(builder)) == ["Address", "Address_2"]
 
 

@@ -55,7 +55,7 @@ def test_in_a_nested_object_and_in_a_result_it_is_a_required_key() -> None:
     out = {"type": "object", "properties": {"ok": {"type": "boolean"}, "meta": meta}, "required": ["ok", "id", "meta"]}
     source = _stub({"type": "object", "properties": {"meta": meta}, "required": ["meta"]}, out)
     assert "class Meta(TypedDict):\n    k: str\n    v: Any\n" in source
-    assert "class FindOutput(TypedDict):\n    ok: bool\n    meta: Meta_2\n    id: Any\n" in source
+    assert "class FindOutput(TypedDict):\n    ok: bool\n    meta: Meta\n    id: Any\n" in source  # the same Meta
 
 
 def test_a_result_without_properties_stays_a_dict_whatever_it_requires() -> None:

@@ -117,3 +117,24 @@ def test_rerun_against_the_live_servers_reports_no_drift(real_tree: Path, capsys
     code = main(["generate-tree", "--config", str(CONFIG), "--out", str(real_tree), "--check", "--json"])
     summary = json.loads(capsys.readouterr().out)
     assert (code, summary["drift"]) == (0, [])
+
+
+def test_no_stub_of_a_real_server_writes_one_typed_dict_twice(real_tree: Path) -> None:
+    # Before: server-memory's create_relations and create_entities each defined their items twice (RelationsItem and
+    # RelationsItem_2, the output's closed by additionalProperties: false alone), the result typed with the second.
+    twice = []
+    for stub in sorted((real_tree / "servers").glob("*/*.py")):
+        seen: dict[tuple[str, str], str] = {}
+        for node in ast.parse(stub.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.ClassDef):
+                name, body = node.name, ast.dump(ast.Module(body=node.body, type_ignores=[]))
+            elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and len(node.value.args) == 2:
+                name, body = ast.unparse(node.targets[0]), ast.dump(node.value.args[1])  # TypedDict("N", {...})
+            else:
+                continue
+            base = name.rsplit("_", 1)[0] if name.rsplit("_", 1)[-1].isdigit() else name
+            body = body.replace(name, base)  # its docstring names it
+            if (base, body) in seen:
+                twice.append(f"{stub.parent.name}/{stub.name}: {seen[base, body]} and {name}")
+            seen[base, body] = name
+    assert twice == []
