@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import stat
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -60,7 +59,7 @@ def keep_recorded_config(out: Path, plan: Plan, previous: Manifest | None) -> No
     manifest = plan.manifest
     if previous is None or not previous.config or manifest.config == previous.config:
         return
-    if replace(manifest, config=previous.config) != previous:
+    if not manifest.same_tree(previous):
         return
     recorded = recorded_config(out, previous)
     if recorded is None or not os.path.isfile(recorded):  # moved or gone: the file in use is recorded instead

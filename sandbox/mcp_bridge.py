@@ -158,7 +158,7 @@ class McpBridge(ToolBridge):
         self._definitions: dict[tuple[str, str], StoredDefinition] = {}
         self.stale = StaleRefusals()
         """The calls refused since the tree was regenerated under the session (shared with its companions)."""
-        self._stale = StaleTools(self.tree, self.manifest_version, self.stale)
+        self._stale = StaleTools(self.tree, self.manifest_version, self.stale, self.manifest)
         self._checks = ArgumentChecks(self.manifest, self._definition)
         """Each tool's validator and the session's host CPU for validation (`sandbox.argument_checks`)."""
         self._verified: dict[tuple[str, str], tuple[int, int]] = {}
@@ -472,8 +472,13 @@ class McpBridge(ToolBridge):
 
     def regenerated(self) -> bool:
         """Whether the tree's manifest file was replaced since the session's manifest was read from it (a
-        `tooltree generate-tree` since: one ``stat``)."""
-        return manifest_file_version(self.tree) != self.manifest_version
+        `tooltree generate-tree` since: one ``stat``) by one of another tree: one rewritten for the configuration
+        file it names alone is the session's tree (`sandbox.tool_changes.StaleTools.regenerated`)."""
+        return self._stale.regenerated()
+
+    def checks_tree(self, version: tuple[int, ...] | None) -> bool:
+        """Whether calls are checked against the tree of ``version`` of the manifest file (a sandbox's copy of it)."""
+        return self._stale.same_tree(version)
 
     def _definition(self, entry: ToolEntry) -> dict[str, Any] | None:
         """The tool's raw definition as stored in its server's snapshot (None: not readable there), shared with the

@@ -214,7 +214,7 @@ class _RuntimeSandbox:
 
         for tried in range(_TREE_TRIES + 1):
             mounted = session.tree_manifest
-            if mounted is None or mounted == self.bridge.manifest_version:
+            if mounted is None or self.bridge.checks_tree(mounted):
                 return session
             if tried == _TREE_TRIES:
                 break

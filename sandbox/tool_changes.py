@@ -9,8 +9,8 @@ import os
 from typing import Any, NoReturn
 
 from sandbox.bridge import ToolCallRefused
-from sandbox.stored_definitions import manifest_version, shared_manifest
-from tool_tree.tree import ToolEntry, TreeError
+from sandbox.stored_definitions import manifest_version, shared_manifest, versioned_manifest
+from tool_tree.tree import Manifest, ToolEntry, TreeError
 
 STALE_BEGAN = (
     "the tree was regenerated since this session began (its manifest on disk was replaced), and this session keeps "
@@ -21,6 +21,10 @@ NEW_RUN = "start a new run (in tooltree serve, reconnect the client) to use the 
 STALE_SESSION = f"{STALE_BEGAN}: {NEW_RUN}"
 """Why a call of a session whose tree was regenerated since is refused where its tool is not as the session has it
 (before: "regenerate the tree", which was done)."""
+
+
+_SAME_KEPT = 64
+"""The most versions of the manifest file a session keeps as its own tree's (each is read again past them)."""
 
 
 class StaleSessionRefused(ToolCallRefused):
@@ -47,20 +51,52 @@ class StaleRefusals:
 
 class StaleTools:
     """The tools of a session's manifest (read from the file's ``version``) that a tree regenerated since no longer has
-    as the session has them, refused for the rest of the session (shared by its bridges).
+    as the session has them, refused for the rest of the session (shared by its bridges); and whether the tree was
+    regenerated since at all (`regenerated`).
 
     A tool is looked up in the regenerated manifest at its first call after each regeneration, whether the session
     called it before or not: before, one the session had called went on being called, its arguments checked against
     the definition it had read, while the regeneration's server may have changed it (`evo.update_record`'s ``note``
     removed, ``status`` made required) and a tool it had not called was refused."""
 
-    def __init__(self, tree: str | os.PathLike[str], version: tuple[int, ...], refusals: StaleRefusals) -> None:
+    def __init__(
+        self, tree: str | os.PathLike[str], version: tuple[int, ...], refusals: StaleRefusals, manifest: Manifest
+    ) -> None:
         self.tree = tree
         self.version = version
         self.refusals = refusals
+        self.manifest = manifest
+        self._same: set[tuple[int, ...]] = set()
+        """Versions of the manifest file since ``version`` that record the same tree (`Manifest.same_tree`)."""
         self._why: dict[tuple[str, str], str] = {}
         self._rechecked: dict[tuple[str, str], tuple[int, ...]] = {}
         """The version of the regenerated manifest file each tool was last found unchanged in."""
+
+    def regenerated(self) -> bool:
+        """Whether the tree was regenerated since the session began: its manifest file was replaced (one ``stat``) by
+        one that records another tree. A manifest rewritten for the configuration file it names alone (a run from
+        another file naming the same servers, the one it named gone) is the same tree: before, each session was told
+        the tree was regenerated, a tool its server changed since was refused as the session's, not the tree's, and
+        a `tooltree serve` session whose next sandbox mounted that copy was moved to it, saying so."""
+        now = manifest_version(self.tree)
+        return now != self.version and not self.same_tree(now)
+
+    def same_tree(self, version: tuple[int, ...] | None) -> bool:
+        """Whether ``version`` of the manifest file (a copy of the tree mounted in a sandbox says its own) records
+        the session's tree: its own, or one found to since (the file now is read when it is that version)."""
+        if version == self.version or version in self._same:
+            return True
+        if version is None or version != manifest_version(self.tree):
+            return False
+        try:
+            read, manifest = versioned_manifest(self.tree)
+        except TreeError:
+            return False
+        if read != version or not manifest.same_tree(self.manifest):
+            return False
+        if len(self._same) < _SAME_KEPT:
+            self._same.add(version)
+        return True
 
     def check(self, entry: ToolEntry) -> bool:
         """Whether the tree was regenerated since the session began (its manifest file replaced: one ``stat``).
@@ -73,7 +109,7 @@ class StaleTools:
         if (why := self._why.get(key)) is not None:
             raise self.refusals.refusal(why)
         now = manifest_version(self.tree)
-        if now == self.version:
+        if now == self.version or self.same_tree(now):
             return False
         if self._rechecked.get(key) != now:
             try:

@@ -38,7 +38,7 @@ import os
 import shlex
 import stat
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -241,6 +241,11 @@ class Manifest:
     config: str = ""
     """The configuration file the tree was generated from, relative to the tree's folder ("": not known), named by the
     texts that say to regenerate the tree (`tool_tree.regenerate`): untrusted, only shown, escaped."""
+
+    def same_tree(self, other: Manifest) -> bool:
+        """Whether ``other`` records the same tree, the configuration file it names aside (another file naming the
+        same servers gives the same tree: `generator.previous.keep_recorded_config`)."""
+        return replace(self, config=other.config) == other
 
     def to_json(self) -> str:
         """One server or tool per line (diffable; written by the C encoder, which matters at 10,000 tools)."""

@@ -198,10 +198,11 @@ def _regenerate(
     from sandbox.mcp_bridge import with_stderr
     from sandbox.stored_definitions import versioned_manifest
     from tool_tree.search import SearchError
-    from tool_tree.tree import SEARCH_INDEX_FILE, TreeError
+    from tool_tree.tree import MANIFEST_FILE, SEARCH_INDEX_FILE, TreeError
     from tooltree_cli.progress import shown_error  # the server wrote the error: one line, cleaned, cut
 
-    existed = _usable(tree) is not None
+    before = _usable(tree)
+    existed = before is not None
     # A server whose variable is not set cannot be listed: its part of the tree is kept as it is (`warn_unset` said
     # why at start); before, its error stopped serve.
     unset = [s.name for s in config.offered_servers if s.unresolved is not None and (not only or s.name in only)]
@@ -266,6 +267,9 @@ def _regenerate(
     elif background or changed or only:
         print(f"tooltree serve: {tree} is up to date ({changes})", file=sys.stderr, flush=True)
     # The search index alone written (it was missing or stale) changes nothing a session holds: it is read anew by
-    # itself. Before, sessions were told the tree was regenerated and to reconnect for a tool added since.
+    # itself. Before, sessions were told the tree was regenerated and to reconnect for a tool added since. Nor does
+    # a manifest that names another configuration file and records the same tree (its file moved or gone since).
     served = r is not None and any(rel != SEARCH_INDEX_FILE for rel in [*r.written, *r.deleted])
+    if served and r is not None and before is not None and set(r.written) <= {MANIFEST_FILE, SEARCH_INDEX_FILE}:
+        served = bool(r.deleted) or not read[1].same_tree(before[1])
     return EXIT_OK, read if served else None

@@ -101,6 +101,11 @@ class _ServedTree:
             server.instructions = instructions
         self.extras.reload(manifest)  # the servers' prompts and resources as the tree now records them
         self._reload_passthrough(manifest)
+        self._refresh_sandboxes()
+        self.registry.tree_refreshed()
+
+    def _refresh_sandboxes(self) -> None:
+        """Have the sandboxes started from now on mount the tree as it is now."""
         from sandbox.errors import SandboxError
 
         pool, backend = self.sandbox_pool, self.sandbox_backend
@@ -112,7 +117,6 @@ class _ServedTree:
         except SandboxError as e:
             kept = "the warm sandboxes keep the tree as it was at start" if pool else "new sandboxes keep the old tree"
             logger.warning("%s: %s", kept, e)
-        self.registry.tree_refreshed()
 
     def _reload_passthrough(self, manifest: Manifest) -> None:
         from agent.errors import AgentSetupError
@@ -138,13 +142,27 @@ class _ServedTree:
 
     def _reload_changed(self) -> None:
         from agent.errors import AgentSetupError
+        from sandbox.stored_definitions import versioned_manifest
+        from tool_tree.tree import TreeError
 
         with self._reloading:
             stamp = _manifest_stamp(self.tree)
             if stamp == self._tree_seen:  # another call's reload, or serve's own refresh, read it meanwhile
                 return
             try:
-                self.reload_tree()
+                read = versioned_manifest(self.tree)
+            except TreeError:
+                read = None  # `reload_tree` says why
+            # A manifest rewritten for the configuration file it names alone (a run from another file naming the
+            # same servers, the one it named gone) is the same tree: the sandboxes started from now on mount it, and
+            # the sessions' bridges take it as theirs (`sandbox.tool_changes.StaleTools.same_tree`). Before, each
+            # session was told the tree was regenerated, and one whose sandbox ran was told to reconnect its client.
+            if read is not None and read[1].same_tree(self.toolset.manifest):
+                self._refresh_sandboxes()
+                self._tree_seen = read[0]
+                return
+            try:
+                self.reload_tree(read)
             except AgentSetupError as e:
                 self._tree_seen = stamp  # said once, not at every call
                 logger.warning("tooltree serve: %s changed while serving and cannot be read: %s", self.tree, e)

@@ -13,6 +13,7 @@ import pytest
 
 from tests.support import REPO, TEST_OWNER, sample_config_yaml
 from tool_tree.config import load_config
+from tool_tree.tree import Manifest
 from tooltree_cli.main import main
 from tooltree_cli.serve_cmd import Refresh, _regenerate
 
@@ -442,3 +443,21 @@ def test_a_refresh_from_another_config_naming_the_same_servers_writes_nothing_an
     serve.write_text(config.read_text(encoding="utf-8"), encoding="utf-8")
     assert _regenerate(load(str(serve)), tree, background=True) == (0, None)
     assert f"tooltree serve: {tree} is up to date (nothing changed)\n" in capsys.readouterr().err
+
+
+def test_a_refresh_that_rewrites_the_manifest_for_its_config_alone_does_not_have_the_sessions_take_the_tree_again(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The file the tree was generated from is gone: the manifest names the one serve runs with now, and that is all
+    # that changed. Before: the sessions were told the tree was regenerated.
+    from tooltree_cli.common import load
+    from tooltree_cli.serve_cmd import _regenerate
+
+    config, tree = _crm_tree(tmp_path)
+    serve = tmp_path / "serve.yaml"
+    serve.write_text(config.read_text(encoding="utf-8"), encoding="utf-8")
+    config.unlink()
+    capsys.readouterr()
+    assert _regenerate(load(str(serve)), tree, background=True) == (0, None)
+    assert f"tooltree serve: {tree} is up to date (2 written, 0 deleted)\n" in capsys.readouterr().err
+    assert Manifest.load(tree).config == "../serve.yaml"

@@ -263,3 +263,48 @@ def test_a_runtime_whose_shared_backend_took_a_regenerated_tree_before_its_sandb
     ]
     assert "this sandbox runs the regenerated tree" in note, note
     assert not direct.get("isError"), direct
+
+
+def rewritten_for_another_config(config: Path, tree: Path) -> None:
+    """``generate-tree`` from a copy of ``config`` once ``config`` is gone: the manifest names the copy and records the
+    same tree."""
+    serve = config.with_name("serve.yaml")
+    serve.write_text(config.read_text(encoding="utf-8"), encoding="utf-8")
+    config.unlink()
+    generate(serve, tree)
+    assert json.loads(Path(tree, "manifest.json").read_text(encoding="utf-8"))["config"] == "../serve.yaml"
+
+
+def test_a_manifest_rewritten_for_its_config_alone_is_not_a_regeneration_to_the_session(tmp_path: Path) -> None:
+    # Before: the session took it for a regeneration, and a tool its server changed since was refused as one the
+    # session's stale tree had, 'start a new run (in tooltree serve, reconnect the client)', though no new run helps.
+    config, version, tree = evolving(tmp_path)
+    with Runtime(load_config(config), tree) as runtime:
+        rewritten_for_another_config(config, tree)
+        on_tree = runtime.on_tree_now
+        version.write_text("2", encoding="utf-8")  # the server changed; the tree is as it was
+        said = text(DirectToolset(tree).call("evo__delete_record", {"id": "r1"}, runtime))
+    assert on_tree
+    assert "no longer offered by the server; regenerate the tree (tooltree generate-tree --config" in said, said
+    assert "regenerated since" not in said
+
+
+@pytest.mark.docker
+def test_a_sandbox_mounting_a_copy_rewritten_for_its_config_alone_runs_and_says_nothing(
+    tmp_path: Path, test_config: SandboxConfig, docker_engine: EngineWithCLI
+) -> None:
+    # `tooltree serve` copies the tree again once its manifest names another configuration file. Before: a session
+    # opened on the manifest before took that copy for a regenerated tree, moved to it and said so.
+    config, _, tree = evolving(tmp_path)
+    backend = DockerBackend(test_config, tree=tree)
+    backend.prepare()
+    with Runtime(load_config(config), tree, sandbox_backend=backend) as runtime:
+        runtime.call_tool("evo", "get_record", {"record_id": "r1"})
+        rewritten_for_another_config(config, tree)
+        assert backend.refresh_tree()  # the copy holds the rewritten manifest
+        result = runtime.sandbox.execute(
+            "from servers.evo import update_record\nprint(update_record(record_id='r1').text)"
+        )
+        note = runtime.take_sandbox_note()
+    assert result.error is None and result.stdout == "update_record ran in release 1 (record_id)\n", result
+    assert note == "", note

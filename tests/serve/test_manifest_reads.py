@@ -143,3 +143,27 @@ async def _follow(app: ToolServer) -> bool:
     """What serve does before each call: read the tree again when its manifest is not the one served."""
     await app._follow_tree_on_disk()
     return True
+
+
+def test_a_manifest_rewritten_for_its_config_alone_is_not_a_regenerated_tree_to_the_sessions(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A `generate-tree` from another file naming the same servers, the one the tree named gone: the manifest names the
+    # new file and records the same tree. Before: serve read the tree again and told each session it was regenerated.
+    first, serve = tmp_path / "tooltree.yaml", tmp_path / "serve.yaml"
+    first.write_text(sample_config_yaml("crm"), encoding="utf-8")
+    serve.write_text(sample_config_yaml("crm"), encoding="utf-8")
+    tree = tmp_path / "tree"
+    assert main(["generate-tree", "--config", str(first), "--out", str(tree), "--embeddings", "off"]) == 0
+    config = load_config(serve)
+    app = ToolServer(config, tree, settings=ServeSettings.from_config(config), sandbox_config=SandboxConfig())
+    first.unlink()
+    assert main(["generate-tree", "--config", str(serve), "--out", str(tree), "--embeddings", "off"]) == 0
+    assert Manifest.load(tree).config == "../serve.yaml"
+    assert asyncio.run(_follow(app))
+    assert app.registry.tree_generation == 0 and "was regenerated while serving" not in caplog.text
+    # A tool changed is a regeneration, as before.
+    serve.write_text(sample_config_yaml("crm", "docs"), encoding="utf-8")
+    assert main(["generate-tree", "--config", str(serve), "--out", str(tree), "--embeddings", "off"]) == 0
+    assert asyncio.run(_follow(app))
+    assert app.registry.tree_generation == 1 and "was regenerated while serving" in caplog.text
