@@ -201,6 +201,9 @@ class Runtime(_RuntimeSandbox):
         self.sandbox_pool = sandbox_pool
         self.sandbox_backend = sandbox_backend
         self.session = session
+        self.following: Callable[[str], float | None] | None = None
+        """Given a server's name, the seconds until its part of the tree is regenerated, as it said its tools changed
+        (`tooltree serve`; `sandbox.mcp_bridge.McpBridge.following`, which each bridge of the runtime is given)."""
         self._pool: BackgroundPool | None = None
         self._opened_in = os.getpid()  # the process whose thread runs `_pool`
         self._open_lock = threading.Lock()  # one thread opens (or closes) the server pool; the others wait for it
@@ -281,6 +284,7 @@ class Runtime(_RuntimeSandbox):
                 self.tree, pool.pool, audit=audit, session=self.session, manifest=manifest, config=self.config,
                 manifest_version=version,
             )  # fmt: skip
+            bridge.following = self.following
         except BaseException:
             pool.__exit__(None, None, None)  # a no-op when it did not start
             raise

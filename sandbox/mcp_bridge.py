@@ -59,7 +59,7 @@ from sandbox.call_limits import ArgumentsRefused, is_small, measure
 from sandbox.results import ledger_error
 from sandbox.stored_definitions import StoredDefinition, stored_definition
 from sandbox.stored_definitions import manifest_version as manifest_file_version
-from sandbox.tool_changes import StaleRefusals, StaleSessionRefused, StaleTools, changed_parts
+from sandbox.tool_changes import StaleRefusals, StaleSessionRefused, StaleTools, changed_parts, regenerating
 from tool_tree.config import Config, setting_named
 from tool_tree.pool import CallFailure, PoolError, ProgressListener, ServerPool, ServerUnavailable, UnknownServerError
 from tool_tree.regenerate import shell_word
@@ -164,6 +164,10 @@ class McpBridge(ToolBridge):
         self._verified: dict[tuple[str, str], tuple[int, int]] = {}
         """Tools whose live definition matched the manifest, and the `ServerPool.listed` of the listing that showed it:
         a server started again since, or that said its tools changed since, is checked again."""
+        self.following: Callable[[str], float | None] | None = None
+        """Given a server's name, the seconds until `tooltree serve` regenerates its part of the tree, as the server
+        said its tools changed (0: under way; None: none is due); None: nothing regenerates it. A call of a tool the
+        server changed or removed meanwhile says so (`sandbox.tool_changes.regenerating`), not to regenerate it."""
         self.script_asks: Callable[[str], Asker | None] | None = None
         """Who answers what a server asks during a call of the running script, by server (`tool_tree.server_asks`):
         set for an execution by a caller that can ask someone (`tooltree serve` with ``asks_from_scripts``); None:
@@ -377,6 +381,11 @@ class McpBridge(ToolBridge):
             f"regenerate the tree ({self._regenerate()}), or configure the server again"
         )
 
+    def _followed(self, server: str) -> str | None:
+        """What to do about a tool ``server`` changed when `following` regenerates its part of the tree, else None."""
+        due = self.following(server) if self.following is not None else None
+        return regenerating(server, due) if due is not None else None
+
     def _regenerate(self, *more: str) -> str:
         """The command that regenerates this tree from the pool's configuration, with ``more`` options (before:
         ``tooltree generate-tree`` alone, which reads ./tooltree.yaml and writes ./tree). A configuration read from
@@ -450,11 +459,9 @@ class McpBridge(ToolBridge):
                 )
             if self.regenerated():
                 raise self.stale.refusal(f"{entry.server}.{entry.tool} is no longer offered by the server")
-            raise ToolCallRefused(
-                f"{entry.server}.{entry.tool} is no longer offered by the server; regenerate the tree "
-                f"({self._regenerate()})",
-                "tool_changed",
-            )
+            todo = self._followed(entry.server) or f"regenerate the tree ({self._regenerate()})"
+            raise ToolCallRefused(f"{entry.server}.{entry.tool} is no longer offered by the server; {todo}",
+                                  "tool_changed")  # fmt: skip
         if schema_hash(live) != entry.schema_hash:
             stored = self._definition(entry)
             what = f": {changed_parts(stored, live)}" if stored is not None else " (schema hash mismatch)"
@@ -462,12 +469,12 @@ class McpBridge(ToolBridge):
                 raise self.stale.refusal(
                     f"{entry.server}.{entry.tool} changed since this session's tree was generated{what}"
                 )
-            raise ToolCallRefused(
-                f"{entry.server}.{entry.tool} changed since the tree was generated{what}; review the change "
-                f"(`{self._regenerate('--check', '--server', entry.server)}`) and regenerate the tree with "
-                f"`{self._regenerate()}`",
-                "tool_changed",
+            todo = self._followed(entry.server) or (
+                f"review the change (`{self._regenerate('--check', '--server', entry.server)}`) and regenerate the "
+                f"tree with `{self._regenerate()}`"
             )
+            raise ToolCallRefused(f"{entry.server}.{entry.tool} changed since the tree was generated{what}; {todo}",
+                                  "tool_changed")  # fmt: skip
         self._verified[(entry.server, entry.tool)] = listed
 
     def regenerated(self) -> bool:

@@ -1,10 +1,12 @@
 """How a call's tool is not as the session's tree has it, in words: what changed in its definition since the tree was
-generated (`changed_parts`), and a session whose tree was regenerated since it began (`STALE_SESSION`, refused with
+generated (`changed_parts`), what such a call says while `tooltree serve` regenerates the tree for it
+(`regenerating`), and a session whose tree was regenerated since it began (`STALE_SESSION`, refused with
 `StaleSessionRefused` and counted in the bridge's `StaleRefusals`; the tools such a session may no longer call:
 `StaleTools`). `sandbox.mcp_bridge.McpBridge` refuses such calls with these."""
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Any, NoReturn
 
@@ -134,6 +136,16 @@ class StaleTools:
             "its arguments cannot be checked against the definition this session has"
         )
         raise self.refusals.refusal(why)
+
+
+def regenerating(server: str, due: float) -> str:
+    """What a call of a tool ``server`` changed or removed says when `tooltree serve` regenerates its part of the tree
+    for it, ``due`` seconds from now (0: under way), instead of the command that regenerates the tree."""
+    when = "under way" if due <= 0 else f"due in about {math.ceil(due)} s"
+    return (
+        f"tooltree serve is regenerating {server}'s part of the tree, as the server said its tools changed ({when}): "
+        "call the tool again once that is done, after reading its stub again (its parameters may have changed)"
+    )
 
 
 _PARTS = {

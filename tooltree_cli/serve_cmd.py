@@ -290,6 +290,7 @@ def _run(args: argparse.Namespace, sockets: list[socket.socket]) -> int:
     if follow is not None:
         follow.start(after=refresh.thread if refresh is not None else None)
         app.on_tools_changed.append(follow.changed)
+        app.regenerating = follow.due
         app.stop_on_close(follow.stop)
         app.on_stop_signal.append(follow.cancel.set)
     try:

@@ -84,6 +84,7 @@ class Follow:
         self._thread = threading.Thread(target=self._run, name="tooltree-follow", daemon=True)
         self.regenerations = 0
         """How many regenerations ran (each of one or more servers)."""
+        self._running: Sequence[str] = ()  # the servers being regenerated now
 
     def start(self, *, after: threading.Thread | None = None) -> None:
         """Start following; the first regeneration waits for ``after`` (the refresh serve starts with) to end."""
@@ -96,6 +97,21 @@ class Follow:
             if not self._stopped:
                 self._told.setdefault(server, self._clock())
                 self._cond.notify()
+
+    def due(self, server: str) -> float | None:
+        """Seconds until ``server``'s part of the tree is regenerated as it said its tools changed (0: under way, or
+        the refresh serve starts with still runs), None when none is due (from any thread). A call of a tool whose
+        server changed it meanwhile says so (`sandbox.tool_changes.regenerating`): before, it said to regenerate the
+        tree with the command, which serve was about to do."""
+        with self._cond:
+            if self._stopped:
+                return None
+            if server in self._running or (self._after is not None and self._after.is_alive()):
+                return 0.0
+            told = self._told.get(server)
+            if told is None:
+                return None
+            return max(0.0, max(told + self.settle, self._next.get(server, -math.inf)) - self._clock())
 
     def stop(self) -> None:
         """Stop following: a regeneration running is cancelled (nothing of it is written) and waited for."""
@@ -133,6 +149,7 @@ class Follow:
                     self._cond.wait(wait)
                 for name in due:
                     del self._told[name]
+                self._running = due
             started = self._clock()
             try:
                 self._regenerate(due, self.cancel)
@@ -141,6 +158,7 @@ class Follow:
             except Exception as e:  # serving goes on with the tree as it is
                 self._report(f"regenerating {', '.join(due)} failed: {type(e).__name__}: {e}")
             with self._cond:
+                self._running = ()
                 self.regenerations += 1
                 ended = self._clock()
                 for name in due:

@@ -198,6 +198,10 @@ class ToolServer(_ServedTree):
         (`tool_tree.pool.ServerPool`'s ``on_tools_changed``, told the kind). `tooltree serve` regenerates the server's
         part of the tree there (`tooltree_cli.serve_follow`), after which the sessions that listed prompts or
         resources are told if those changed (`UpstreamExtras.reload`)."""
+        self.regenerating: Callable[[str], float | None] | None = None
+        """Given a server's name, the seconds until `tooltree serve` regenerates its part of the tree, as the server
+        said its tools changed (0: under way; None: none is due; `tooltree_cli.serve_follow.Follow.due`). A call of a
+        tool it changed meanwhile says so (`sandbox.tool_changes.regenerating`), not to regenerate the tree."""
 
     # ---- lifecycle ------------------------------------------------------------------------------
 
@@ -254,7 +258,7 @@ class ToolServer(_ServedTree):
     def _runtime(self, key: str) -> Runtime:
         from sandbox.host import Runtime
 
-        return Runtime(
+        runtime = Runtime(
             self.config,
             self.tree,
             sandbox_config=self.sandbox_config,
@@ -267,6 +271,12 @@ class ToolServer(_ServedTree):
             held_within=self.listings,
             start_gate=self.starts,
         )
+        runtime.following = self._regenerating
+        return runtime
+
+    def _regenerating(self, server: str) -> float | None:
+        """Seconds until ``server``'s part of the tree is regenerated, as it said its tools changed (`regenerating`)."""
+        return self.regenerating(server) if self.regenerating is not None else None
 
     def _tools_changed(self, server: str, kind: str = "tools") -> None:
         """``server`` said its list ``kind`` changed (`on_tools_changed`). Before, a notice of prompts or resources

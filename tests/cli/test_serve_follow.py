@@ -130,3 +130,53 @@ def test_the_first_regeneration_waits_for_the_refresh_serve_started_with_and_sto
     assert running.wait(10)
     follow.stop()  # returns: the regeneration was cancelled
     assert follow.regenerations == 0
+
+
+def test_due_says_how_long_until_a_server_that_said_its_tools_changed_is_regenerated() -> None:
+    # What a call of a tool the server changed meanwhile says (`sandbox.tool_changes.regenerating`): before, to
+    # regenerate the tree with the command, which serve was about to do.
+    clock, gate, calls = Clock(), threading.Event(), []
+    running = threading.Event()
+
+    def regenerate(servers: Sequence[str], cancel: Cancel) -> None:
+        calls.append(list(servers))
+        running.set()
+        assert gate.wait(10)
+        clock.now += 2.0  # it took 2 s
+
+    follow = Follow(regenerate, [].append, settle=1.0, min_interval=30.0, clock=clock)
+    assert follow.due("crm") is None  # it said nothing
+    follow.start()
+    try:
+        follow.changed("crm")
+        clock.now += 0.25
+        assert follow.due("crm") == 0.75 and follow.due("docs") is None
+        clock.now += 1.0  # crm is due: the thread finds it at the end of its wait
+        assert running.wait(10)
+        assert follow.due("crm") == 0.0  # under way
+        gate.set()
+        assert follow.wait_for(1, 10)
+        assert follow.due("crm") is None
+        follow.changed("crm")  # again: not before 30 s after the last one ended
+        assert follow.due("crm") == 30.0
+    finally:
+        gate.set()
+        follow.stop()
+    assert follow.due("crm") is None  # stopped: nothing regenerates it
+    assert calls[0] == ["crm"]
+
+
+def test_due_is_zero_for_every_server_while_the_refresh_serve_started_with_runs() -> None:
+    rec, release = Recorder(), threading.Event()
+    refresh = threading.Thread(target=release.wait, args=(10,))
+    refresh.start()
+    follow = Follow(rec.regenerate, rec.reports.append)
+    follow.start(after=refresh)
+    try:
+        assert follow.due("crm") == 0.0
+        release.set()
+        refresh.join()
+        assert follow.due("crm") is None
+    finally:
+        release.set()
+        follow.stop()

@@ -308,3 +308,29 @@ def test_a_sandbox_mounting_a_copy_rewritten_for_its_config_alone_runs_and_says_
         note = runtime.take_sandbox_note()
     assert result.error is None and result.stdout == "update_record ran in release 1 (record_id)\n", result
     assert note == "", note
+
+
+def test_a_tool_the_server_changed_while_serve_regenerates_its_part_says_so_not_to_regenerate(tmp_path: Path) -> None:
+    # `tooltree serve` between a server's notice that its tools changed and its regeneration (`Runtime.following`).
+    # Before: "regenerate the tree" with the command, which serve was about to do by itself.
+    config, version, tree = evolving(tmp_path)
+    runtime = Runtime(load_config(config), tree)
+    runtime.following = {"evo": 12.4}.get
+    with runtime:
+        version.write_text("2", encoding="utf-8")
+        refused = []
+        for tool, arguments in (("delete_record", {"id": "r1"}), ("update_record", {"record_id": "r1", "note": "n"})):
+            with pytest.raises(ToolCallRefused) as caught:
+                runtime.call_tool("evo", tool, arguments)
+            refused.append(caught.value)
+    removed, changed = refused
+    assert removed.code == changed.code == "tool_changed"
+    assert removed.message.startswith("evo.delete_record is no longer offered by the server; ")
+    assert changed.message.startswith("evo.update_record changed since the tree was generated: its parameters; ")
+    for error in refused:
+        assert error.message.endswith(
+            "; tooltree serve is regenerating evo's part of the tree, as the server said its tools changed (due in "
+            "about 13 s): call the tool again once that is done, after reading its stub again (its parameters may "
+            "have changed)"
+        ), error.message
+        assert "generate-tree" not in error.message
