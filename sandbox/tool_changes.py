@@ -18,8 +18,9 @@ STALE_BEGAN = (
     "the tree was regenerated since this session began (its manifest on disk was replaced), and this session keeps "
     "the tree it began with"
 )
-NEW_RUN = "start a new run (in tooltree serve, reconnect the client) to use the regenerated tree"
-"""What a refused stale session is told to do (`StaleRefusals.advice`), unless its runner renews it itself."""
+NEW_RUN = "start a new run to use the regenerated tree"
+"""What a refused stale session is told to do (`StaleRefusals.advice`), unless its runner renews it itself (`tooltree
+serve` does: before, its sessions without a workspace folder were told to reconnect the client)."""
 STALE_SESSION = f"{STALE_BEGAN}: {NEW_RUN}"
 """Why a call of a session whose tree was regenerated since is refused where its tool is not as the session has it
 (before: "regenerate the tree", which was done)."""

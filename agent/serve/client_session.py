@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from agent.serve.content import new_session_hint
-from agent.serve.renewal import RENEWING, RENEWING_CHANGED, RENEWING_PASSTHROUGH, RENEWS, STALE_IMPORT
+from agent.serve.renewal import RENEWING, RENEWING_CHANGED, RENEWING_PASSTHROUGH, RENEWS, restored
 from agent.serve.upstream_subscriptions import follows
 from agent.toolsets.base import ToolOutcome, error, with_note
 
@@ -153,7 +153,7 @@ class ClientSession:
         self.renew = False
         """A script failed to import what the regenerated tree added, or a call was refused as the regeneration changed
         its tool: the next call ends this session for a new one (`RENEWING`, `RENEWING_CHANGED`,
-        `RENEWING_PASSTHROUGH`; only with a workspace folder, which keeps the files)."""
+        `RENEWING_PASSTHROUGH`; its files kept only in a workspace folder)."""
         self.ended = False
         """It was closed (`close`): its servers have stopped."""
         self.resting: anyio.Event | None = None
@@ -167,8 +167,7 @@ class ClientSession:
         with self._open_lock:
             runtime = self.runtime.open()
             self._bridge = runtime.bridge
-            if runtime.workspace is not None:  # a call refused as the regeneration's renews the session
-                self._bridge.stale.advice = RENEWS
+            self._bridge.stale.advice = RENEWS  # a call refused as the regeneration's renews the session
             return runtime
 
     def stale_refused(self) -> int:
@@ -179,12 +178,11 @@ class ClientSession:
     def renews_after_passthrough(self, refused: int, stub: str) -> str | None:
         """After a passthrough call of the tool whose stub is ``stub`` (``refused``: `stale_refused` before it): the
         words to add to its result when the call was refused as the regeneration's and the next call renews this
-        session (`RENEWING_PASSTHROUGH`; only with a workspace folder), else None."""
-        folder = self.runtime.workspace
-        if folder is None or self.stale_refused() == refused:
+        session (`RENEWING_PASSTHROUGH`), else None."""
+        if self.stale_refused() == refused:
             return None
         self.renew = True
-        return RENEWING_PASSTHROUGH.format(folder=folder, stub=stub)
+        return RENEWING_PASSTHROUGH.format(restored=restored(self.runtime.workspace), stub=stub)
 
     @property
     def pool(self) -> Any:
@@ -381,15 +379,11 @@ class ClientSession:
             if bridge.script_asks is asks:  # not the next execution's, when this one outlived its cancel
                 bridge.script_asks = None
         outcome = self._save_workspace(executed)
-        changed = self.stale_refused() != refused  # the bridge's words said so already: serve renews it, or reconnect
+        changed = self.stale_refused() != refused  # the bridge's words said so already: serve renews it
         if changed or (self.stale_tree and missed_servers(outcome)):
-            folder = self.runtime.workspace
-            if folder is not None:  # before: "reconnect the client", which a model cannot do
-                self.renew = True
-                said = (RENEWING_CHANGED if changed else RENEWING).format(folder=folder)
-                outcome.content.append({"type": "text", "text": said})
-            elif not changed:
-                outcome.content.append({"type": "text", "text": STALE_IMPORT})
+            self.renew = True  # before: "reconnect the client", which a model cannot do (without a workspace folder)
+            said = (RENEWING_CHANGED if changed else RENEWING).format(restored=restored(self.runtime.workspace))
+            outcome.content.append({"type": "text", "text": said})
         return new_session_hint(outcome) if first else outcome
 
     def _save_workspace(self, outcome: ToolOutcome) -> ToolOutcome:

@@ -33,7 +33,7 @@ from agent.serve.client_session import QUEUED_EXECUTIONS as QUEUED_EXECUTIONS
 from agent.serve.client_session import RESTARTED as RESTARTED
 from agent.serve.client_session import ClientSession as ClientSession
 from agent.serve.client_session import heartbeat as heartbeat
-from agent.serve.renewal import FOLLOWED, INSTRUCTIONS_BEFORE, RENEWED, STALE_TREE, STALE_TREE_RENEWED
+from agent.serve.renewal import FOLLOWED, INSTRUCTIONS_BEFORE, RENEWED, STALE_TREE, restored
 from agent.serve.upstream_subscriptions import carry
 
 if TYPE_CHECKING:
@@ -135,7 +135,7 @@ class SessionRegistry:
             session.renew = False
             del self._sessions[key]
             await self._close(session)  # its workspace saved, its sandbox and servers ended
-            renewed, replaced = session.runtime.workspace, session
+            renewed = replaced = session
             session = self._sessions.get(key)  # another call of this client's may have made the new one meanwhile
         followed = None
         if session is not None and session.busy == 0 and self._follows_tree(session):
@@ -152,7 +152,7 @@ class SessionRegistry:
             session.tree_generation = self.tree_generation
             ended = self._expired.pop(key, None)
             if renewed is not None:
-                session.note = RENEWED.format(folder=renewed)
+                session.note = RENEWED.format(files=_files_kept(session.runtime))
             elif followed:
                 session.note = followed
             elif ended is not None:
@@ -212,8 +212,7 @@ class SessionRegistry:
             session.note = "; ".join(filter(None, [session.note, INSTRUCTIONS_BEFORE]))
             return
         session.stale_tree = True
-        folder = session.runtime.workspace
-        stale = STALE_TREE if folder is None else STALE_TREE_RENEWED.format(folder=folder)
+        stale = STALE_TREE.format(restored=restored(session.runtime.workspace))
         session.note = "; ".join(filter(None, [session.note, stale]))
 
     def stream(self, key: str, *, opened: bool) -> None:

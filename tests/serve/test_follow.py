@@ -81,7 +81,7 @@ def test_a_session_whose_sandbox_predates_the_tool_gets_a_new_one_on_the_next_ca
 ) -> None:
     # Before: a script of a session whose sandbox had started before the regeneration could not import the new tool,
     # and was told to reconnect the client, which a model cannot do.
-    from agent.serve.renewal import RENEWED, RENEWING
+    from agent.serve.renewal import RENEWED, RENEWING, restored
 
     tree, workspace = tmp_path / "tree", tmp_path / "ws"
     workspace.mkdir()
@@ -95,12 +95,12 @@ def test_a_session_whose_sandbox_predates_the_tool_gets_a_new_one_on_the_next_ca
         raw.wait_for_stderr(f"tooltree serve: sessions from now on get {NOW}")
         stale = json.dumps(_call(raw, 4, "execute_python", {"code": "from servers.growing import fresh"}))
         assert "No module named 'servers.growing.fresh'" in stale or "cannot import name 'fresh'" in stale, stale
-        assert json.dumps(RENEWING.format(folder=workspace))[1:-1] in stale
+        assert json.dumps(RENEWING.format(restored=restored(workspace)))[1:-1] in stale
         code = "from servers.growing import fresh\nprint(fresh(), open('kept.txt').read(), globals().get('x'))"
         again = _call(raw, 5, "execute_python", {"code": code})
         said = json.dumps(again)
         assert again.get("isError") is not True and "fresh ran from the first None" in said, said
-        assert json.dumps(RENEWED.format(folder=workspace))[1:-1] in said
+        assert json.dumps(RENEWED.format(files=f"files saved into {workspace} remain"))[1:-1] in said
         assert raw.close_stdin() == 0
     finally:
         raw.close()

@@ -265,12 +265,18 @@ def test_a_session_whose_sandbox_started_before_the_refresh_keeps_it_and_is_told
         told = _call(raw, 3, "execute_python", {"code": "print(kept + 1)"})
         text = told["content"][0]["text"]  # type: ignore[index]
         assert text.startswith("[the tree was regenerated from the servers since this session's sandbox started")
-        assert text.endswith("\n\n42") and "reconnect the client" in text
+        assert text.endswith("\n\n42") and "reconnect the client" not in text
+        assert "the next call starts a new sandbox session on the regenerated tree, with an empty /workspace" in text
         again = _call(raw, 4, "execute_python", {"code": "print(kept)"})
         assert again["content"][0]["text"] == "41"  # type: ignore[index]  # said once
-        # A server the regeneration added cannot be imported here: the failed import says why and what to do.
+        # A server the regeneration added cannot be imported here: the failed import says why, and the next call
+        # renews the session (before: "reconnect the client", which a model cannot do).
         missed = json.dumps(_call(raw, 5, "execute_python", {"code": "from servers.gated import ping"}))
-        assert "No module named 'servers.gated'" in missed and "reconnect the client for a session on" in missed
+        assert "No module named 'servers.gated'" in missed and "reconnect the client" not in missed
+        renewed = json.dumps(
+            _call(raw, 6, "execute_python", {"code": "from servers.gated import ping\nprint('called')"})
+        )
+        assert "called" in renewed and "a new sandbox session on the regenerated tree" in renewed, renewed
         assert raw.close_stdin() == 0
     finally:
         raw.close()

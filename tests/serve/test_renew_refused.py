@@ -72,19 +72,19 @@ async def serving(folder: Path, owner: str) -> AsyncIterator[tuple[mcp.Client, P
 async def test_a_script_refused_a_tool_the_regeneration_changed_renews_the_session_for_the_next_call(
     tmp_path: Path, owner: str
 ) -> None:
-    from agent.serve.renewal import RENEWED, RENEWING_CHANGED, RENEWS, STALE_TREE_RENEWED
+    from agent.serve.renewal import RENEWED, RENEWING_CHANGED, RENEWS, STALE_TREE, restored
 
     async with serving(tmp_path, owner) as (client, _, workspace):
         refused = result_text(await client.call_tool("execute_python", {"code": OLD}))
         again = await client.call_tool("execute_python", {"code": NEW + "\nprint(globals().get('x'))"})
         later = await client.call_tool("execute_python", {"code": NEW})
-    assert refused.startswith(f"[{STALE_TREE_RENEWED.format(folder=workspace)}]"), refused
+    assert refused.startswith(f"[{STALE_TREE.format(restored=f'the files saved into {workspace} restored')}]"), refused
     assert REFUSED in refused and RENEWS in refused and "reconnect the client" not in refused, refused
-    assert refused.count(RENEWING_CHANGED.format(folder=workspace)) == 1, refused
+    assert refused.count(RENEWING_CHANGED.format(restored=restored(workspace))) == 1, refused
     said = result_text(again)
     assert again.is_error is not True, said
     assert "update_record ran in release 2 (record_id, status) kept\nNone" in said, said
-    assert said.startswith(f"[{RENEWED.format(folder=workspace)}]"), said
+    assert said.startswith(f"[{RENEWED.format(files=f'files saved into {workspace} remain')}]"), said
     assert "instructions this client got when it connected are of the tree before" in said
     assert later.is_error is not True and "a new sandbox session" not in result_text(later), result_text(later)
 
@@ -92,7 +92,7 @@ async def test_a_script_refused_a_tool_the_regeneration_changed_renews_the_sessi
 async def test_a_passthrough_call_refused_for_its_changed_tool_renews_the_session_and_names_its_stub(
     tmp_path: Path, owner: str
 ) -> None:
-    from agent.serve.renewal import RENEWED, RENEWING_PASSTHROUGH, RENEWS
+    from agent.serve.renewal import RENEWED, RENEWING_PASSTHROUGH, RENEWS, restored
 
     async with serving(tmp_path, owner) as (client, tree, workspace):
         refused = await client.call_tool("evo__update_record", {"record_id": "r1", "note": "n"})
@@ -103,8 +103,10 @@ async def test_a_passthrough_call_refused_for_its_changed_tool_renews_the_sessio
     assert "reconnect the client" not in said
     stub = "servers/evo/update_record.py"
     assert (tree / stub).is_file()
-    assert said.endswith(RENEWING_PASSTHROUGH.format(folder=workspace, stub=stub)), said
+    assert said.endswith(RENEWING_PASSTHROUGH.format(restored=restored(workspace), stub=stub)), said
     assert called.is_error is not True and result_text(called) == "update_record ran in release 2 (record_id, status)"
     text = result_text(ran)
-    assert ran.is_error is not True and text.startswith(f"[{RENEWED.format(folder=workspace)}]"), text
+    assert ran.is_error is not True and text.startswith(
+        f"[{RENEWED.format(files=f'files saved into {workspace} remain')}]"
+    ), text
     assert "update_record ran in release 2 (record_id, status) kept" in text

@@ -251,7 +251,7 @@ async def test_the_resources_of_a_server_that_no_longer_declares_subscriptions_a
 async def test_a_session_renewed_for_a_tool_the_regenerated_tree_added_carries_its_subscriptions_over(
     tmp_path: Path, owner: str
 ) -> None:
-    from agent.serve.renewal import RENEWING
+    from agent.serve.renewal import RENEWING, restored
 
     workspace = tmp_path / "ws"
     workspace.mkdir()
@@ -263,7 +263,7 @@ async def test_a_session_renewed_for_a_tool_the_regenerated_tree_added_carries_i
         await regenerate(client, stderr, tool="fresh")
         stale = await client.call_tool("execute_python", {"code": "from servers.live import fresh"})
         said = "".join(block.text for block in stale.content if isinstance(block, types.TextContent))
-        assert RENEWING.format(folder=workspace) in said, said  # the next call renews the session
+        assert RENEWING.format(restored=restored(workspace)) in said, said  # the next call renews the session
         carried = await subscribed(client)  # renews the session: a new live process, subscribed
         await updates.until(LOG)
         await touch(client, LOG)

@@ -10,6 +10,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from agent.serve.renewal import RENEWED, RENEWING, restored
 from tests.serve.conftest import TOKEN, http_client
 from tests.serve.raw_stdio import RawStdio
 from tests.serve.test_refresh import DOCS, _argv, _call, _env, _setup, crm_tree
@@ -19,6 +20,7 @@ from tooltree_cli.main import main
 pytestmark = pytest.mark.docker
 
 __all__ = ["crm_tree"]  # the fixture, imported for the tests here
+FILES = "so are the files in /workspace (serve runs without --workspace: nothing is saved)"
 
 
 def _served(folder: Path, crm_tree: Path) -> tuple[RawStdio, Path, Path]:
@@ -58,7 +60,7 @@ def test_a_session_without_a_sandbox_yet_takes_the_tree_regenerated_by_generate_
         raw.close()
 
 
-def test_a_session_whose_sandbox_started_before_generate_tree_is_told_it_keeps_its_tree(
+def test_a_session_whose_sandbox_started_before_generate_tree_keeps_its_tree_until_it_meets_what_changed(
     docker_engine: object, crm_tree: Path, tmp_path: Path
 ) -> None:
     raw, config, tree = _served(tmp_path, crm_tree)
@@ -70,10 +72,20 @@ def test_a_session_whose_sandbox_started_before_generate_tree_is_told_it_keeps_i
         assert text.startswith("[the tree was regenerated from the servers since this session's sandbox started")
         assert text.endswith("\n\n42")
         missed = json.dumps(_call(raw, 4, "execute_python", {"code": "from servers.docs import list_documents"}))
-        assert "No module named 'servers.docs'" in missed and "reconnect the client for a session on" in missed
+        renewed = _call(
+            raw, 5, "execute_python", {"code": "from servers.docs import list_documents\nprint(globals().get('kept'))"}
+        )
         assert raw.close_stdin() == 0
     finally:
         raw.close()
+    # Without --workspace too, the next call renews the session on the regenerated tree, and the script's failed
+    # import said so and that its files are not kept. Before: "reconnect the client", which a model cannot do, and
+    # each import failed until the client did.
+    assert "No module named 'servers.docs'" in missed and "reconnect the client" not in missed
+    assert json.dumps(RENEWING.format(restored=restored(None)))[1:-1] in missed, missed
+    text = renewed["content"][0]["text"]  # type: ignore[index]
+    assert renewed.get("isError") is not True and text.endswith("\n\nNone"), text  # imported; variables gone
+    assert text.startswith(f"[{RENEWED.format(files=FILES)}]"), text
 
 
 @pytest.mark.anyio
