@@ -200,6 +200,7 @@ class CodeToolset(Toolset):
         # Which manifest file the run started with; taken before it is read: a file replaced meanwhile is told.
         self.tree_watch = TreeWatch(tree)
         super().__init__(tree, manifest=manifest, config=config)
+        self.tree_watch.manifest = self.manifest
         if (link := servers_link(self.tree)) is not None:
             raise AgentSetupError(link)
         self.pinned = self.resolve_pinned(pinned, missing=pinned_missing)

@@ -3,7 +3,8 @@
 A run's sandbox holds a copy of the tree taken when it started, and its bridge the manifest read when the runtime
 opened, while ``search_tools``, ``list_files`` and ``read_file`` read the tree's folder as it is: after a regeneration,
 they show a server or tool the run's scripts may not import or call. `TreeWatch` notices the replaced manifest (its
-file's version, `sandbox.stored_definitions.manifest_version`, one ``stat`` per call) and says so once in each
+file's version, `sandbox.stored_definitions.manifest_version`, one ``stat`` per call; a file that records the same
+tree, rewritten for the configuration file it names alone, is no regeneration) and says so once in each
 conversation, and after each script that failed to import from ``servers``. `tooltree serve` follows a regenerated
 tree itself, and tells each of its sessions in its own words (`agent.serve.sessions`).
 """
@@ -11,9 +12,13 @@ tree itself, and tells each of its sessions in its own words (`agent.serve.sessi
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from agent.content import text_block
 from agent.toolsets.base import ToolOutcome, with_note
+
+if TYPE_CHECKING:
+    from tool_tree.tree import Manifest
 
 TREE_CHANGED = (
     "the tree was regenerated on disk after this run's system prompt was written: search_tools, list_files and "
@@ -49,6 +54,8 @@ class TreeWatch:
         self._stamp = manifest_version(self.tree)
         self.told = False
         """The manifest was replaced since, and the conversation was told (`tell`); `again` for a new one."""
+        self.manifest: Manifest | None = None
+        """The manifest the run read (set once read): a file replaced by one recording the same tree is not told."""
 
     def again(self) -> None:
         """A new conversation begins (an `agent.Agent`'s next run): it is told too, once."""
@@ -57,12 +64,32 @@ class TreeWatch:
     def tell(self, name: str, outcome: ToolOutcome) -> ToolOutcome:
         """``outcome`` of the tool ``name``, with `TREE_CHANGED` in front of it the first time the manifest is found
         replaced, and `TREE_CHANGED_IMPORT` after a script's that failed to import from ``servers`` since."""
-        from sandbox.stored_definitions import manifest_version
-
-        changed = self.told or manifest_version(self.tree) != self._stamp
+        changed = self.told or self._replaced()
         if changed and name == "execute_python" and missed_servers(outcome):
             outcome.content.append(text_block(TREE_CHANGED_IMPORT))
         if changed and not self.told:
             self.told = True
             outcome = with_note(outcome, TREE_CHANGED)
         return outcome
+
+    def _replaced(self) -> bool:
+        """Whether the manifest file was replaced since the run began by one recording another tree. One rewritten for
+        the configuration file it names alone (`tooltree generate-tree` from another file naming the same servers, the
+        one it named gone: `Manifest.same_tree`) is the run's tree: before, the run was told its tree was regenerated
+        and its scripts kept the tree before, though nothing had changed."""
+        from sandbox.stored_definitions import manifest_version, versioned_manifest
+        from tool_tree.tree import TreeError
+
+        now = manifest_version(self.tree)
+        if now == self._stamp:
+            return False
+        if self.manifest is None or not now:
+            return True
+        try:
+            read, manifest = versioned_manifest(self.tree)
+        except TreeError:
+            return True
+        if read != now or not manifest.same_tree(self.manifest):
+            return True
+        self._stamp = now  # read once per such rewrite
+        return False

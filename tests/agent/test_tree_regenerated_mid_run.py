@@ -83,3 +83,27 @@ def test_a_run_whose_tree_is_unchanged_says_nothing_of_it(tmp_path: Path) -> Non
         generate(config, tree)  # nothing changed: nothing is written, the manifest is the same file
         found = toolset.call("search_tools", {"query": "record"}, runtime)
         assert not found.is_error and "[the tree was regenerated" not in texts(found)[0]
+
+
+def test_a_manifest_rewritten_for_its_configuration_file_alone_is_not_told_as_a_regeneration(tmp_path: Path) -> None:
+    # Before: a generate-tree from another file naming the same servers (the file the tree named gone) rewrote the
+    # manifest for its `config` alone, and the run was told its tree was regenerated, though no tool had changed.
+    from agent.content import text_block
+    from agent.toolsets.base import ToolOutcome
+    from sandbox.stored_definitions import manifest_version
+
+    first, other, both, tree = tmp_path / "crm.yaml", tmp_path / "other.yaml", tmp_path / "both.yaml", tmp_path / "tree"
+    first.write_text(sample_config_yaml("crm"), encoding="utf-8")
+    both.write_text(sample_config_yaml("crm", "docs"), encoding="utf-8")
+    generate(first, tree)
+    toolset = CodeToolset(tree)
+    version = manifest_version(tree)
+    first.rename(other)
+    generate(other, tree)
+    assert manifest_version(tree) != version  # the file was replaced, naming other.yaml
+    said = toolset.tree_watch.tell("search_tools", ToolOutcome([text_block("found")]))
+    assert texts(said) == ["found"]
+
+    generate(both, tree)  # a tool added: that is a regeneration, told once
+    said = toolset.tree_watch.tell("search_tools", ToolOutcome([text_block("found")]))
+    assert texts(said) == [f"[{TREE_CHANGED}]\n\nfound"]
