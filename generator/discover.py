@@ -154,7 +154,7 @@ async def discover_one(
             try:
                 stderr = StderrLog() if server.command is not None else None
                 with anyio.fail_after(deadline - anyio.current_time()) as scope:
-                    async with connect(server, stderr=stderr) as conn:
+                    async with connect(server, stderr=stderr, source=source) as conn:
                         phase = "listing tools"
                         try:
                             result.info = server_info(conn.client)

@@ -1,13 +1,12 @@
 """Opening an MCP client session to one configured server, stdio or Streamable HTTP.
 
-The official SDK owns the protocol; this module maps a `ServerConfig` onto it and adds what a
-long-running host needs around it: the end of the server's stderr kept (so a failure can show
-its last lines), a raw ``tools/list`` that keeps every field the server sent, and, for stdio,
-our own transport (`tool_tree.stdio`: the SDK's, but linear in what it reads and with caps on
-one message); for HTTP, a client that holds one message to the same caps (`tool_tree.http_client`) and
-the session to the same budgets of requests from the server and notifications (`tool_tree.guard.guard`). What the
-server says changed is counted and told (`tool_tree.changes.Changes`: over HTTP, also its stream of unasked messages
-opened again after it was lost, or answered 404).
+The official SDK owns the protocol; this module maps a `ServerConfig` onto it and adds what a long-running host needs
+around it: the end of the server's stderr kept (so a failure can show its last lines), a raw ``tools/list`` that keeps
+every field the server sent, and, for stdio, our own transport (`tool_tree.stdio`: the SDK's, but linear in what it
+reads and with caps on one message); for HTTP, a client that holds one message to the same caps
+(`tool_tree.http_client`) and the session to the same budgets of requests from the server and notifications
+(`tool_tree.guard.guard`). What the server says changed is counted and told (`tool_tree.changes.Changes`: over HTTP,
+also its stream of unasked messages opened again after it was lost, or answered 404).
 
 What goes wrong while a session opens is said in words a user can act on: a stdio server's stdout
 lines that are not JSON-RPC (a start-up banner, a stray ``print``) are kept with its stderr instead of
@@ -135,8 +134,9 @@ Hurry = Callable[[], bool] | None  # true at the close: a stdio server still at 
 
 @asynccontextmanager
 async def connect(
-    server: ServerConfig, *, stderr: StderrLog | None = None, asks: InFlight | None = None, hurry: Hurry = None
-) -> AsyncIterator[Connection]:
+    server: ServerConfig, *, stderr: StderrLog | None = None, asks: InFlight | None = None, hurry: Hurry = None,
+    source: str | None = None,
+) -> AsyncIterator[Connection]:  # fmt: skip
     """Open a session to ``server``; the process (stdio) is stopped and reaped on exit.
 
     It declares the server's ``client_capabilities``; a question of one goes to the asker ``asks`` gives, others are
@@ -151,7 +151,7 @@ async def connect(
     Notifications past the server's budget are dropped unread (`tool_tree.budget.NotificationBudget`).
 
     Raises:
-        OSError: the command cannot be started (``str()`` says why in the configuration's terms), or the
+        OSError: the command cannot be started (``str()`` says why in the terms of ``source``, the config file), or the
             HTTP server cannot be reached (``ConnectionError``: "cannot connect to host:port: why").
         mcp.MCPError: the server refused the session (over HTTP, with the status it answered).
     """
@@ -221,7 +221,7 @@ async def connect(
                 )
             )
         except (mcp.MCPError, httpx2.TransportError, ExceptionGroup, OSError) as e:
-            if (explained := _explained(e, replies, server)) is None:
+            if (explained := _explained(e, replies, server, source)) is None:
                 raise
             raise explained from e
         except anyio.get_cancelled_exc_class():  # the start-up timeout (`timeout` under the SDK's wait) or a stop
@@ -288,15 +288,15 @@ class _Replies:
             self.problem, self.status = not_mcp(kind), response.status_code
 
 
-def _explained(e: BaseException, replies: _Replies | None, server: ServerConfig) -> Exception | None:
-    """A clearer exception for a failure to open a session (a process that cannot start, an HTTP status or
-    connection the SDK words vaguely), or None to keep ``e``."""
+def _explained(e: BaseException, replies: _Replies | None, server: ServerConfig, file: str | None) -> Exception | None:
+    """A clearer exception for a failure to open a session (a process that cannot start, an HTTP status or vague
+    connection error), or None to keep ``e``; ``file``, the config file, is named beside a setting."""
     while isinstance(e, BaseExceptionGroup) and e.exceptions:
         e = e.exceptions[0]
     if isinstance(e, mcp.MCPError) and not closed_here(e.data) and (ended := closed_before(e)) is not None:
         return ended
     if isinstance(e, OSError) and not isinstance(e, TimeoutError) and server.command is not None:
-        return not_started(e, server)
+        return not_started(e, server, file)
     if isinstance(e, mcp.MCPError) and e.message.startswith(_STAND_INS) and replies and replies.problem is not None:
         return mcp.MCPError(e.code, replies.problem, marked(replies.status))
     if isinstance(e, httpx2.ConnectError | httpx2.ConnectTimeout) and server.url is not None:

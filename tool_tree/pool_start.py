@@ -153,7 +153,9 @@ async def _own(pool: ServerPool, slot: _Slot, ready: anyio.Event, box: list[Base
             if pool._closing:  # the close began before this task ran: it found no start-up to stop
                 scope.cancel()
             hurry = lambda: pool._interrupted  # noqa: E731  # read at the close
-            async with connect(slot.config, stderr=start.stderr, asks=slot.in_flight, hurry=hurry) as conn:
+            async with connect(
+                slot.config, stderr=start.stderr, asks=slot.in_flight, hurry=hurry, source=pool._source
+            ) as conn:
                 listened = _listen(pool, slot, conn)  # opened before the listing: a change after it is told
                 try:
                     # The listing of the session before, of no use to this one, is let go first: it is not

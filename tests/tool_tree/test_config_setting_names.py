@@ -118,7 +118,28 @@ async def test_a_zed_program_not_found_names_its_command_path(tmp_path: Path) ->
         with pytest.raises(ServerUnavailable) as info:
             await pool.call("z", "x", {})
     assert str(info.value).endswith(
-        "; give its full path in context_servers.z.command.path (`command -v` in a shell finds it)"
+        f"; give its full path in context_servers.z.command.path in {path} (`command -v` in a shell finds it)"
+    )
+
+
+def test_generate_tree_of_a_server_that_cannot_start_names_the_setting_with_its_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before: `servers.nope.command` and `servers.lost.cwd` alone, where a timeout or a URL names its file too: with
+    # a project's .mcp.json beside ~/.claude.json, which file to fix was left to guess.
+    text = (
+        "servers:\n  nope:\n    command: no-such-program-xyz\n"
+        f"  lost:\n    command: {sys.executable}\n    cwd: {tmp_path / 'gone'}\n"
+    )
+    path = _written(tmp_path, "tooltree.yaml", text)
+    assert main(["generate-tree", "--config", str(path), "--out", str(tmp_path / "tree"), "--json"]) == 3
+    errors = {s["name"]: s["error"] for s in json.loads(capsys.readouterr().out)["servers"]}
+    assert errors["nope"].endswith(
+        f"; give its full path in servers.nope.command in {path} (`command -v` in a shell finds it)"
+    )
+    assert (
+        errors["lost"]
+        == f"cannot start: the working folder {tmp_path / 'gone'} does not exist (servers.lost.cwd in {path})"
     )
 
 
