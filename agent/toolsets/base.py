@@ -125,7 +125,9 @@ class Toolset(ABC):
             match = next((t for t in self.manifest.tools if {t.qualified_name, f"{t.server}.{t.tool}"} & wanted), None)
             if match is None:
                 why = _missing(self.manifest, wanted, self.tree, self.config_file)
-                error = AgentSetupError(f"{what} {name!r} is not in the tree{why}", setting=setting)
+                error = AgentSetupError(
+                    f"{what} {name!r} is not in the tree{_close(self.manifest, name)}{why}", setting=setting
+                )
                 if missing is None:
                     raise error
                 missing(error)
@@ -133,6 +135,17 @@ class Toolset(ABC):
             if match not in out:
                 out.append(match)
         return out
+
+
+def _close(manifest: Manifest, name: str) -> str:
+    """`` (did you mean 'crm.update_record'?)`` for a name a typo away from a tool of the tree, as an unknown config key
+    is told (before: a pinned ``crm.update_recrd`` was said to be a tool its server no longer lists, and to
+    regenerate the tree, which never brings it), else ""."""
+    import difflib
+
+    names = {t.qualified_name for t in manifest.tools} | {f"{t.server}.{t.tool}" for t in manifest.tools}
+    close = difflib.get_close_matches(name, sorted(names), n=1, cutoff=0.8)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def _missing(manifest: Manifest, wanted: set[str], tree: Path, config: str | None) -> str:

@@ -39,3 +39,26 @@ def test_the_usual_names_still_pick_their_tool_once() -> None:
     assert resolve("crm.update_record", "crm/update_record") == [CRM]
     with pytest.raises(AgentSetupError, match=r"'crm\.nope' is not in the tree"):
         resolve("crm.nope")
+
+
+@pytest.mark.parametrize(
+    ("name", "meant"),
+    [
+        ("crm.update_recrd", "crm.update_record"),  # a typo of the tool
+        ("crm-update_record", "crm.update_record"),  # a dash for the dot
+        ("cmr.update_record", "crm.update_record"),  # a typo of the server
+        ("raw ask.sampling/createMesage", "raw ask.sampling/createMessage"),  # of the tool's own name
+    ],
+)
+def test_a_name_a_typo_away_from_a_tool_says_which_tool_was_meant(name: str, meant: str) -> None:
+    # Before: "its server listed no such tool when the tree was generated; … regenerate the tree", which never brings
+    # a misspelt tool, and no word of the tool the tree has.
+    with pytest.raises(AgentSetupError) as info:
+        resolve(name)
+    assert str(info.value).startswith(f"pinned tool {name!r} is not in the tree (did you mean {meant!r}?)")
+
+
+def test_a_name_like_no_tool_suggests_none() -> None:
+    with pytest.raises(AgentSetupError) as info:
+        resolve("crm.nope")
+    assert "did you mean" not in str(info.value)
