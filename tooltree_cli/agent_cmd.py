@@ -242,6 +242,13 @@ def _stopped_at_start(args: argparse.Namespace, stopped: KeyboardInterrupt) -> N
     print_runs(runs, as_json=True, several=len(runs) > 1)
 
 
+NO_CONFIG = (
+    "no tooltree.yaml here: the dry run counts the tree alone, without a config's `agent:` settings (its pinned "
+    "tools, mode, model, pre-filter); pass --config PATH to count them"
+)
+"""The note a dry run prints when it found no config."""
+
+
 def _set_up_and_run(args: argparse.Namespace, task: str, modes: list[str | None]) -> int:
     """Read the config, make an agent per mode (each setting checked before any request), then run them
     (`_run_all`), or print their first requests (``--dry-run``)."""
@@ -259,6 +266,7 @@ def _set_up_and_run(args: argparse.Namespace, task: str, modes: list[str | None]
         if config is None:  # a dry run starts nothing: the tree alone is enough
             from tool_tree.config import Config
 
+            print(f"tooltree: {NO_CONFIG}", file=sys.stderr)  # before: counted without `agent:`, in silence
             config = Config(servers=())
         _check_config_state(config)
         try:

@@ -313,6 +313,25 @@ def test_a_dry_run_needs_no_key_and_prints_each_modes_first_request(
     assert plain["first_request_tokens"] > plain["system_tokens"] + plain["tools_tokens"]  # and the task
 
 
+def test_a_dry_run_with_no_config_says_it_counts_the_tree_without_the_configs_agent_settings(
+    project: Project, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # Before: from a folder with no tooltree.yaml (the checkout, after `make demo`), the README's
+    # `tooltree agent "..." --compare --dry-run` counted the code-mode prompt without the pinned signatures in silence.
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.chdir(tmp_path)
+    assert main(["agent", "Read the Northwind deal", "--tree", str(project.tree), "--dry-run"]) == 0
+    out, err = capsys.readouterr()
+    assert out.splitlines()[2].split()[0] == "code"
+    assert err == (
+        "tooltree: no tooltree.yaml here: the dry run counts the tree alone, without a config's `agent:` settings (its"
+        " pinned tools, mode, model, pre-filter); pass --config PATH to count them\n"
+    )
+    argv_ = ["agent", "Read the Northwind deal", "--tree", str(project.tree), "--dry-run"]
+    assert main([*argv_, "--config", str(project.config_path)]) == 0
+    assert capsys.readouterr().err == ""
+
+
 def test_filtered_mode_with_the_claude_prefilter_reports_its_cost_and_keeps_the_state(
     project: Project, api: FakeMessagesAPI, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
