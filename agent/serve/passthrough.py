@@ -50,13 +50,15 @@ class Passthrough:
     Args:
         tree: the generated tree.
         names: tools as ``server.tool`` (or the stub's ``package.function``).
+        config: the configuration file serve reads, which the command to regenerate the tree names in the error of a
+            name the tree lacks (before: the one the tree was generated from, where a pinned tool's named serve's).
 
     Raises:
         AgentSetupError: no manifest, a missing snapshot, or a name that is not in the tree.
     """
 
-    def __init__(self, tree: str | Path, names: Sequence[str]) -> None:
-        self.tree = Path(tree)
+    def __init__(self, tree: str | Path, names: Sequence[str], *, config: str | None = None) -> None:
+        self.tree, self.config = Path(tree), config
         self.names = tuple(names)
         self.entries: dict[str, ToolEntry] = {}
         self.definitions: list[types.Tool] = []
@@ -68,7 +70,7 @@ class Passthrough:
         results carried, each to the server that returned it, the latest `MAX_LINKS`."""
         self._lock = threading.Lock()
         if names:
-            self.entries, self.definitions = self._read(_Chosen(self.tree), missing=None)
+            self.entries, self.definitions = self._read(_Chosen(self.tree, config=self.config), missing=None)
 
     def _read(
         self, chosen: _Chosen, missing: Callable[[AgentSetupError], None] | None
@@ -118,7 +120,9 @@ class Passthrough:
         """
         if not self.names:
             return False
-        entries, definitions = self._read(_Chosen(self.tree, manifest=manifest), missing=lambda e: None)
+        entries, definitions = self._read(
+            _Chosen(self.tree, manifest=manifest, config=self.config), missing=lambda e: None
+        )
         before = {d.name: d for d in self.definitions}
         kept = [before[d.name] if _same(before.get(d.name), d) else d for d in definitions]
         servers = {s.name for s in manifest.servers}

@@ -155,7 +155,7 @@ class ToolServer(_ServedTree):
         self._tree_seen = _manifest_stamp(self.tree)
         """The manifest's identity when the tree served was read (`_follow_tree_on_disk`)."""
         self.toolset = self._toolset()
-        self.passthrough = Passthrough(self.tree, settings.passthrough)
+        self.passthrough = Passthrough(self.tree, settings.passthrough, config=config.file)
         self.instructions = self.toolset.prompt("serve.md.j2", limit=INSTRUCTIONS_CHARS)
         if len(self.instructions) > INSTRUCTIONS_CHARS:
             agent = config.section("agent")

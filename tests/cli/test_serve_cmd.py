@@ -310,6 +310,23 @@ def test_a_passthrough_tool_of_the_config_that_is_not_in_the_tree_names_file_lin
     assert said.startswith(f"tooltree: error: {expected}") and said.endswith("`tooltree serve --regenerate-first`)")
 
 
+def test_a_passthrough_tool_not_in_the_tree_names_the_config_serve_reads_in_the_command_to_regenerate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before: "(`tooltree generate-tree --config …/tooltree.yaml --out …`)", the file the tree was generated from, where
+    # a pinned tool the tree lacks, in the same serve, named the file serve reads (`--config serve.yaml`).
+    _, tree = _crm_tree(tmp_path)
+    serve_config = tmp_path / "serve.yaml"
+    serve_config.write_text(sample_config_yaml("crm") + "serve:\n  passthrough: [crm.nope]\n", encoding="utf-8")
+    capsys.readouterr()
+    assert main(["serve", "--config", str(serve_config), "--tree", str(tree), "--no-regenerate"]) == 2
+    said = capsys.readouterr().err.strip()
+    assert (
+        f"(`tooltree generate-tree --config {serve_config} --out {tree}`, or `tooltree serve --regenerate-first`)"
+        in said
+    )
+
+
 @pytest.mark.docker
 def test_serve_generates_a_missing_tree_then_ends_when_stdin_closes(docker_engine: object, tmp_path: Path) -> None:
     config = tmp_path / "tooltree.yaml"
