@@ -192,6 +192,21 @@ def test_every_option_the_readme_names_is_an_option_of_tooltree() -> None:
     assert "--test-runtimes)" in (REPO / ".ci" / "docker-setup.sh").read_text(encoding="utf-8")
 
 
+def test_every_commands_config_option_says_it_takes_a_clients_file_as_the_readme_does() -> None:
+    # Before: exec, agent and serve said "tooltree.yaml with the servers", though the README points --config at a
+    # client's file for every command (`claude mcp add tooltree -- tooltree serve --config .mcp.json`) and they read it.
+    assert "point `--config` at your client's file" in README
+    helps = {
+        parser.prog: action.help
+        for parser in all_parsers()
+        for action in parser._actions
+        if "--config" in action.option_strings and parser.prog != "tooltree image build"  # its sandbox: alone
+    }
+    assert set(helps) == {f"tooltree {c}" for c in ("generate-tree", "exec", "agent", "serve")}
+    for prog, text in helps.items():
+        assert text is not None and text.startswith("tooltree.yaml, or a client's own file (`mcpServers` JSON"), prog
+
+
 def test_the_make_targets_the_readme_names_exist() -> None:
     targets = set(re.findall(r"^([a-z][\w-]*):", (REPO / "Makefile").read_text(encoding="utf-8"), flags=re.M))
     named = set(re.findall(r"(?<![\w-])make ([a-z][\w-]*)", " ".join(code_spans() + blocks("bash"))))

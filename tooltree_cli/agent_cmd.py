@@ -22,6 +22,7 @@ from tooltree_cli.agent_runs import EXIT_OK, EXIT_USAGE, _no_request, _print_sto
 from tooltree_cli.agent_runs import EXIT_SANDBOX as EXIT_SANDBOX
 from tooltree_cli.agent_view import Failure, live_view, print_first_requests, print_runs
 from tooltree_cli.common import (
+    CONFIG_FILES,
     UNEXPECTED_HELP,
     config_path,
     file_problem,
@@ -70,9 +71,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "saves --workspace.",
     )
     p.add_argument("task", help="the task ('-' reads it from standard input)")
-    p.add_argument(
-        "--config", type=config_path, default=None, help="tooltree.yaml with the servers (default: ./tooltree.yaml)"
-    )
+    p.add_argument("--config", type=config_path, default=None, help=f"{CONFIG_FILES})")
     p.add_argument("--tree", default="tree", help="the generated tree (default: ./tree)")
     # Options left out take the config's `agent:` section, then the defaults shown.
     p.add_argument("--mode", choices=MODES, help="code (default), direct, tool-search or filtered")

@@ -15,6 +15,13 @@ if TYPE_CHECKING:
     from tool_tree.config import Config, Setting
 
 DEFAULT_CONFIG = "tooltree.yaml"
+CONFIG_FILES = (
+    "tooltree.yaml, or a client's own file (`mcpServers` JSON, VS Code's `servers`, Zed's `context_servers`, Codex's "
+    "config.toml; default: ./tooltree.yaml"
+)
+"""What the help of every command's ``--config`` says of the file it takes (before: ``exec``, ``agent`` and ``serve``
+said "tooltree.yaml with the servers", though each reads a client's file as `generate-tree` does), without the
+closing parenthesis, which each command's help ends after what it adds."""
 EXIT_UNEXPECTED = 70
 """Every command's exit status for an unexpected error (an exception no command handled: a bug), sysexits.h's
 EX_SOFTWARE, which no command uses for anything else. Before: 1, which each command gives a meaning of its own

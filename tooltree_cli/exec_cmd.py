@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from tool_tree.text import one_line
 from tooltree_cli.common import (
+    CONFIG_FILES,
     DEFAULT_CONFIG,
     UNEXPECTED_HELP,
     audit_problem,
@@ -65,9 +66,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     p.add_argument("script", nargs="?", help="the script file ('-' for standard input)")
     p.add_argument("-c", dest="code", metavar="CODE", help="the code to run, instead of a file")
-    p.add_argument(
-        "--config", type=config_path, default=None, help="tooltree.yaml with the servers (default: ./tooltree.yaml)"
-    )
+    p.add_argument("--config", type=config_path, default=None, help=f"{CONFIG_FILES})")
     p.add_argument("--tree", default="tree", help="the generated tree (default: ./tree)")
     p.add_argument("--workspace", metavar="DIR", help="a host folder restored into /workspace and saved back")
     p.add_argument(

@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tooltree_cli.common import UNEXPECTED_HELP, config_path, positive_int
+from tooltree_cli.common import CONFIG_FILES, UNEXPECTED_HELP, config_path, positive_int
 from tooltree_cli.output import error, print_json, table, terminal_label, terminal_name, terminal_text
 from tooltree_cli.signals import EXIT_HUNG_UP, EXIT_TERMINATED, handling, hangup_ignored, quiet_where_gone, said
 
@@ -102,9 +102,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "-c",
         type=config_path,
         default=None,
-        help="tooltree.yaml, or a client's own file (`mcpServers` JSON, VS Code's `servers`, Zed's `context_servers`, "
-        "Codex's config.toml; default: ./tooltree.yaml; with "
-        "--from-snapshot, no --config and no ./tooltree.yaml, every stored snapshot is used)",
+        help=f"{CONFIG_FILES}; with --from-snapshot, no --config and no ./tooltree.yaml, every stored snapshot is "
+        "used)",
     )
     p.add_argument("--out", "-o", default="tree", help="the tree to write (default: ./tree)")
     p.add_argument(

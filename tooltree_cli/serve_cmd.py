@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tooltree_cli.common import (
+    CONFIG_FILES,
     DEFAULT_CONFIG,
     UNEXPECTED_HELP,
     HttpOption,
@@ -72,9 +73,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         f"{UNEXPECTED_HELP}, 128 + the signal's number when a signal stopped the tree's generation before serving "
         "(129 SIGHUP, 130 SIGINT, 143 SIGTERM).",
     )
-    p.add_argument(
-        "--config", type=config_path, default=None, help="tooltree.yaml with the servers (default: ./tooltree.yaml)"
-    )
+    p.add_argument("--config", type=config_path, default=None, help=f"{CONFIG_FILES})")
     p.add_argument("--tree", default="tree", help="the generated tree (default: ./tree)")
     when = p.add_mutually_exclusive_group()
     when.add_argument(
