@@ -155,6 +155,16 @@ def servers_link(tree: str | os.PathLike[str]) -> str | None:
     return f"{path} is a symbolic link, which is not followed in a tree; regenerate the tree with {again(tree)}"
 
 
+def enclosing_tree(folder: str | os.PathLike[str]) -> str | None:
+    """The tree ``folder`` lies in, as a word to type (``tree`` of ``tree/servers``, ``.`` of ``servers/crm``), when
+    it is in a tree's ``servers/`` or ``snapshots/`` (a ``--tree`` given the folder of the stubs), else None."""
+    folder = Path(folder)
+    for top in folder.parents[:3]:
+        if folder.parts[len(top.parts)] in ("servers", "snapshots") and (top / MANIFEST_FILE).is_file():
+            return shlex.quote(str(top))
+    return None
+
+
 def content_hash(data: bytes) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
@@ -315,6 +325,8 @@ class Manifest:
             check_values(raw, MAX_MANIFEST_VALUES)
             text = raw.decode("utf-8")
         except FileNotFoundError:
+            if (top := enclosing_tree(tree)) is not None:  # before: told to generate a tree inside this one
+                raise TreeError(f"{tree}: a folder inside a tree, not a tree itself: pass --tree {top}") from None
             # Where to generate it (before: `tooltree generate-tree` alone, which writes ./tree, not this folder).
             raise TreeError(
                 f"{path}: no manifest; run `tooltree generate-tree --out {shlex.quote(str(tree))}` first (with "

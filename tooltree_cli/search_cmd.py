@@ -100,7 +100,7 @@ def tree_problem(tree: Path) -> str | None:
     search index), or None. Before: each was "<tree>/search_index.json: no search index; run `tooltree generate-tree`
     to build it", as if the tree were there without its index (a mistyped ``--tree`` read as a tree to regenerate)."""
     from tool_tree.search import INDEX_FILE
-    from tool_tree.tree import MANIFEST_FILE
+    from tool_tree.tree import MANIFEST_FILE, enclosing_tree
 
     where = "pass --tree with the folder `tooltree generate-tree` wrote (default: ./tree)"
     try:
@@ -108,6 +108,8 @@ def tree_problem(tree: Path) -> str | None:
             return f"{tree}: no tree there (no such folder); {where}"
         if not tree.is_dir():
             return f"{tree}: no tree there (a file, not a folder); {where}"
+        if not (tree / MANIFEST_FILE).exists() and not (tree / INDEX_FILE).exists() and (top := enclosing_tree(tree)):
+            return f"{tree}: a folder inside a tree, not a tree itself: pass --tree {top}"
         if not (tree / MANIFEST_FILE).exists() and not (tree / INDEX_FILE).exists():
             return f"{tree}: no tree there (no {MANIFEST_FILE} nor {INDEX_FILE}); {where}, or generate one there"
     except OSError as e:  # a parent that may not be searched

@@ -140,3 +140,28 @@ def test_serve_over_stdio_typed_at_a_terminal_says_it_waits_for_a_client(
         "tooltree serve: waiting for an MCP client on stdin (an MCP client starts this command itself, e.g. "
         "`claude mcp add tooltree -- tooltree serve ...`; to try it by hand, add --http); Ctrl-C stops it\n"
     ]
+
+
+def test_a_tree_option_naming_a_folder_inside_the_tree_says_which_tree_to_pass(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: `--tree tree/servers` (the folder of the stubs the README lists) was told to run
+    # `tooltree generate-tree --out tree/servers` first, a tree inside the tree, which generate-tree then refuses.
+    from tests.support import sample_config_yaml
+
+    config = tmp_path / "tooltree.yaml"
+    config.write_text(sample_config_yaml("crm"), encoding="utf-8")
+    tree = tmp_path / "tree"
+    assert main(["generate-tree", "--config", str(config), "--out", str(tree), "--embeddings", "off", "--json"]) == 0
+    capsys.readouterr()
+    monkeypatch.chdir(tmp_path)
+    assert main(["search", "leads", "--tree", "tree/servers"]) == 2
+    said = "a folder inside a tree, not a tree itself: pass --tree"
+    assert capsys.readouterr().err == f"tooltree: error: tree/servers: {said} tree\n"
+    assert main(["exec", "-c", "pass", "--config", str(config), "--tree", "tree/servers/crm"]) == 2
+    assert capsys.readouterr().err == f"tooltree: error: tree/servers/crm: {said} tree\n"
+    monkeypatch.chdir(tree)
+    assert main(["exec", "-c", "pass", "--config", str(config), "--tree", "snapshots"]) == 2
+    assert capsys.readouterr().err == f"tooltree: error: snapshots: {said} .\n"
+    assert main(["search", "leads", "--tree", str(tmp_path / "elsewhere")]) == 2  # no tree around it: as before
+    assert "no tree there (no such folder)" in capsys.readouterr().err
