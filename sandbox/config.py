@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -280,6 +280,8 @@ class SandboxConfig:
     workspace_max_bytes: int | None = None
     source: str | None = field(default=None, compare=False, repr=False)
     """The config file these settings were read from (`from_config`), for messages that tell what to run with it."""
+    lines: Mapping[str, int] = field(default_factory=dict, compare=False, repr=False)
+    """The line of each setting in `source`, for messages that name where it was set (`where`)."""
 
     def __post_init__(self) -> None:
         """Raises: SandboxError: a limit is out of range (the first one, by name: ``timeout: expected …``)."""
@@ -305,7 +307,15 @@ class SandboxConfig:
             )
         settings: dict[str, Any] = config.section("sandbox").read(SETTINGS) if config is not None else {}
         settings.update({k: v for k, v in overrides.items() if v is not None})
-        return cls(**settings, source=config.source if config is not None else None)
+        if config is None:
+            return cls(**settings)
+        lines = {k: line for k, line in config.section("sandbox").lines.items() if line is not None}
+        return cls(**settings, source=config.source, lines=lines)
+
+    def where(self, key: str) -> str:
+        """``tooltree.yaml:6: sandbox.image``: the setting ``key`` with the file and line that set it, when known."""
+        line, known = self.lines.get(key), self.source not in (None, "<config>")  # "<config>": text, not a file
+        return f"{self.source}:{line}: sandbox.{key}" if known and line is not None else f"sandbox.{key}"
 
     @property
     def workspace_bytes(self) -> int:

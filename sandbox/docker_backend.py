@@ -295,7 +295,7 @@ class DockerBackend(SandboxBackend):
             self.gvisor = hardening.engine_runs_gvisor(info, self.config.runtime)
             self.image = ensure_image(
                 self.docker, self.config.image, self.config.pip_packages, build=self.build,
-                config=self.config.source, owner=self.config.owner,
+                config=self.config.source, owner=self.config.owner, setting=self.config.where("image"),
             )  # fmt: skip
             if self.tree is not None:
                 self.tree_volume = self._ensure_tree_volume(self.tree)

@@ -492,10 +492,12 @@ def ensure_image(
     suite: str = DEFAULT_SUITE,
     config: str | None = None,
     owner: str = "tooltree",
+    setting: str = "sandbox.image",
 ) -> str:
     """The image a session runs for ``sandbox.image`` and ``packages`` (see `session_image`), there; its name.
     ``config``: the file that lists them, named in the advice when the image is not built; ``owner``: the
-    `OWNER_LABEL` of a derived image built here (``sandbox.owner``, which ``tooltree sandbox prune --owner`` selects).
+    `OWNER_LABEL` of a derived image built here (``sandbox.owner``, which ``tooltree sandbox prune --owner`` selects);
+    ``setting``: ``sandbox.image`` with its file and line (`SandboxConfig.where`), named when that image is missing.
 
     With ``build``, what is missing is built (all of it with ``force``): the sources' image when
     ``image`` is None (``base`` to ``suite`` as in `build_image`), then the derived image with
@@ -515,11 +517,11 @@ def ensure_image(
             return parent
     elif not packages:  # the fast path: the parent alone, looked up by its name
         if not docker.image_exists(parent):
-            raise _missing_parent(image, parent)
+            raise _missing_parent(image, parent, setting)
         return parent
     found = docker.image_id(parent)
     if found is None:
-        raise _missing_parent(image, parent)
+        raise _missing_parent(image, parent, setting)
     name = session_image(image, packages, found)[1]
     if not force and docker.image_exists(name):
         return name
@@ -534,7 +536,9 @@ def ensure_image(
     return _build_derived(docker, parent, found, packages, None, force, deadline, owner)
 
 
-def _missing_parent(image: str | None, parent: str) -> ImageError:
+def _missing_parent(image: str | None, parent: str, setting: str = "sandbox.image") -> ImageError:
+    if image is not None and setting != "sandbox.image":  # before: "(sandbox.image)", not saying which file set it
+        return ImageError(f"{setting}: the sandbox image {image} is not there: pull or build it")
     if image is not None:
         return ImageError(f"the sandbox image {image} (sandbox.image) is not there: pull or build it")
     return ImageError(

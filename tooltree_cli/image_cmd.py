@@ -82,6 +82,7 @@ def run_build(args: argparse.Namespace) -> int:
         name = ensure_image(
             None, sandbox.image, sandbox.pip_packages, build=True, force=args.force,
             deadline=args.timeout or BUILD_DEADLINE, offline_base=args.offline_base, mirror=args.debian_mirror,
+            setting=sandbox.where("image"),
         )  # fmt: skip
     except SandboxError as e:
         error(str(e))

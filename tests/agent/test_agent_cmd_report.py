@@ -103,8 +103,11 @@ def test_a_missing_sandbox_image_is_found_before_the_first_request(
     out = json.loads(capsys.readouterr().out)
     assert api.requests == []
     assert (out["mode"], out["stop_reason"], out["turns"], out["spent"]) == ("code", "sandbox_error", 0, 0)
+    line = config.read_text(encoding="utf-8").count("\n")  # the setting is the file's last line
+    # Before: "the sandbox image tooltree-nonexistent:1 (sandbox.image) is not there", not saying which file set it.
     assert out["error"] == (
-        "the sandbox failed: the sandbox image tooltree-nonexistent:1 (sandbox.image) is not there: pull or build it"
+        f"the sandbox failed: {config}:{line}: sandbox.image: the sandbox image tooltree-nonexistent:1 is not there:"
+        " pull or build it"
     )
 
     api.add(reply("Negotiation (direct)."))
@@ -112,7 +115,9 @@ def test_a_missing_sandbox_image_is_found_before_the_first_request(
     out = capsys.readouterr().out
     table = rows(out)
     assert table["code"][1:3] == ["sandbox_error", "0"] and table["direct"][1] == "end_turn"
-    assert "[code] failed: the sandbox failed: the sandbox image tooltree-nonexistent:1" in out
+    assert (
+        f"[code] failed: the sandbox failed: {config}:{line}: sandbox.image: the sandbox image tooltree-nonexist" in out
+    )
     assert len(api.requests) == 1 and len(api.requests[0]["tools"]) == 19  # direct's request alone
 
 

@@ -68,7 +68,11 @@ def test_image_build_with_a_configured_image_that_is_missing_exits_4_in_one_line
     assert "DRIVE_TOKEN" not in os.environ
     assert main(["image", "build", "--config", str(config)]) == 4
     err = capsys.readouterr().err
-    assert err == f"tooltree: error: the sandbox image {missing} (sandbox.image) is not there: pull or build it\n"
+    # Before: "the sandbox image … (sandbox.image) is not there", not saying which file set it.
+    assert (
+        err
+        == f"tooltree: error: {config}:6: sandbox.image: the sandbox image {missing} is not there: pull or build it\n"
+    )
     assert docker_engine.images(f"tooltree.derived-key={derived_key(missing, ['six'])}") == []
 
 

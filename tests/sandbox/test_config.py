@@ -4,6 +4,7 @@ owner, `$TOOLTREE_SANDBOX_OWNER` unless given."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
@@ -191,3 +192,18 @@ def test_a_sandbox_made_with_no_config_carries_the_owner_the_variable_names(
     with Sandbox(DockerBackend(docker=docker_engine)) as sb:
         assert sb.execute("print(1)").stdout == "1\n"
         assert len(docker_engine.owned(owner)) == 1  # what `tooltree sandbox prune` selects by default
+
+
+def test_a_setting_is_named_with_the_file_and_line_that_set_it(tmp_path: Path) -> None:
+    # `tooltree exec`, `agent` and `image build` name a missing `sandbox.image` so (before: "(sandbox.image)" alone).
+    from tool_tree.config import load_config
+
+    path = tmp_path / "tooltree.yaml"
+    path.write_text("servers:\n  s: {command: x}\nsandbox:\n  timeout: 9\n  image: team/sandbox:1\n", encoding="utf-8")
+    settings = SandboxConfig.from_config(load_config(path))
+    assert settings.where("image") == f"{path}:5: sandbox.image"
+    assert settings.where("memory") == "sandbox.memory"  # not set there: the key alone
+    assert SandboxConfig().where("image") == "sandbox.image"
+    assert (
+        SandboxConfig.from_config(parse_config("servers: {}\nsandbox: {image: x}\n")).where("image") == "sandbox.image"
+    )
