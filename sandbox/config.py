@@ -65,7 +65,11 @@ def _memory(value: Any) -> str | None:
     if (problem := _size(value)) is not None:
         return problem
     if parse_size(value) < parse_size(MIN_MEMORY):
-        return f"expected at least {MIN_MEMORY} (the engine's least memory limit), got {value!r}"
+        # `memory: 512`, meant as 512 MiB, is 512 bytes, as in Docker's --memory (before: said too small alone)
+        meant = str(value).strip()
+        as_mib = meant.isdigit() and 6 <= int(meant) < 1024**2  # what a MiB count looks like
+        bytes_alone = f" (a number alone is bytes: write {meant}m for {meant} MiB)" if as_mib else ""
+        return f"expected at least {MIN_MEMORY} (the engine's least memory limit), got {value!r}{bytes_alone}"
     if parse_size(value) > MAX_MEMORY_BYTES:
         return (
             f"expected less than {UNLIMITED_FROM // 1024**3}g (4 EiB: a cgroup's memory limit from there on reads as "

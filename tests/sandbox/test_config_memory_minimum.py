@@ -27,6 +27,15 @@ def test_a_memory_limit_under_6m_is_refused_naming_file_line_and_key(value: str)
     assert str(info.value) == f"tooltree.yaml:4: sandbox.memory: {TOO_SMALL}, got {value!r}"
 
 
+def test_a_memory_limit_of_a_number_alone_that_reads_as_mib_says_it_is_bytes(tmp_path: Path) -> None:
+    # Before: `memory: 512`, meant as 512 MiB, was said too small alone, not that a number alone is bytes.
+    with pytest.raises(ConfigError) as info:
+        parse_config("servers: {}\nsandbox:\n  memory: 512\n", source="tooltree.yaml", sections=config_sections())
+    assert str(info.value) == (
+        f"tooltree.yaml:3: sandbox.memory: {TOO_SMALL}, got '512' (a number alone is bytes: write 512m for 512 MiB)"
+    )
+
+
 @pytest.mark.parametrize("value", ["6m", "6291456", "1g"])
 def test_a_memory_limit_of_6m_or_more_is_taken(value: str) -> None:
     config = parse_config(f"servers: {{}}\nsandbox:\n  memory: {value}\n", environ={}, sections=config_sections())
