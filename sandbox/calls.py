@@ -48,7 +48,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from sandbox._supervisor.limits import MAX_CALLS_IN_FLIGHT, too_many_values
 from sandbox._supervisor.wire import MAX_FRAME_VALUES
@@ -71,6 +71,22 @@ _SEARCH_ANSWER_CHARS = 256 * 1024
 
 Refusal = tuple[str, str]
 """``(code, message)`` of an error answer."""
+
+
+class Waiting(NamedTuple):
+    """The tool calls of the running execution that wait for their answer (`CallServer.waiting`)."""
+
+    calls: int
+    longest: str
+    """``server.tool`` of the call that has waited longest (the script's names, cleaned: `ledger_name`)."""
+    seconds: float
+    """How long it has waited."""
+
+    def said(self) -> str:
+        """``waiting on crm.search_leads for 12 s``; several: ``3 calls in flight, the longest crm.x for 12 s``."""
+        if self.calls == 1:
+            return f"waiting on {self.longest} for {self.seconds:.0f} s"
+        return f"{self.calls} calls in flight, the longest {self.longest} for {self.seconds:.0f} s"
 
 
 class Responder(Protocol):
@@ -159,6 +175,16 @@ class CallServer:
             self._executing, self._ledger, self._omitted = True, [], 0
             self._ends_at = ends_at
             self._execution += 1
+
+    def waiting(self) -> Waiting | None:
+        """The running execution's tool calls that wait for their answer, from any thread; None when none does (or no
+        execution runs)."""
+        with self._lock:
+            calls = list(self._waiting.values()) if self._executing else []
+        if not calls:
+            return None
+        server, tool, _, started = min(calls, key=lambda call: call[3])
+        return Waiting(len(calls), f"{server}.{tool}", time.monotonic() - started)
 
     def _waiting_on(self, server: str, timed_out: bool) -> str:
         """What the bridge says of a call of ``server`` still waiting as its execution ended

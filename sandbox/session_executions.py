@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from sandbox.bridge import ToolBridge
-from sandbox.calls import CallServer
+from sandbox.calls import CallServer, Waiting
 from sandbox.channel import INTERRUPTED_ANSWER, SessionTimeoutError, SupervisorChannel
 from sandbox.config import SandboxConfig
 from sandbox.errors import INTERRUPTED_EXECUTION, INTERRUPTED_UNREPORTED, ProtocolError, SessionError, Unreported
@@ -259,6 +259,11 @@ class _Executions:
         line, at most 200 characters), from any thread; None when none runs or it printed no line yet."""
         printing = self._printing
         return None if printing is None else printing.last_line()
+
+    def calls_waiting(self) -> Waiting | None:
+        """The running execution's tool calls that wait for their server's answer (how many, the one that has waited
+        longest and for how long: `Waiting.said` says it), from any thread; None when none does or none runs."""
+        return self._calls.waiting()
 
     @staticmethod
     def _interrupted(channel: SupervisorChannel) -> None:

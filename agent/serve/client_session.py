@@ -67,8 +67,9 @@ NOTE_CHARS = 2_000
 """Characters of one such note a result shows (a note names paths the script made, up to 4,096 bytes each)."""
 _WORKSPACE_READS = ("list_files", "read_file")
 
-Progress = Callable[[float, str | None], Awaitable[None]]
-"""Called with the seconds a script has been running and the last line it printed (None: none yet), every
+Progress = Callable[[float, str | None, str | None], Awaitable[None]]
+"""Called with the seconds a script has been running, the last line it printed (None: none yet) and the tool calls it
+waits on (`sandbox.calls.Waiting.said`: ``waiting on crm.search_leads for 12 s``; None: none), every
 ``progress_interval`` seconds."""
 Queued = Callable[[float], Awaitable[None]]
 """Called with the seconds an ``execute_python`` has waited for the session's running one, every
@@ -311,7 +312,8 @@ class ClientSession:
             while not await anyio.to_thread.run_sync(
                 run.done.wait, interval, abandon_on_cancel=True, limiter=self._waits
             ):
-                await progress(time.monotonic() - started, self._last_printed())
+                printed, waiting = self._running_now()
+                await progress(time.monotonic() - started, printed, waiting)
         except anyio.get_cancelled_exc_class():
             with self._state:  # at once, before any wait for a thread
                 run.cancelled = run.dropped = True
@@ -327,11 +329,16 @@ class ClientSession:
             raise
         return run.outcome if run.outcome is not None else error("the execution ended without a result")
 
-    def _last_printed(self) -> str | None:
-        """The last line the running script printed so far (`sandbox.Sandbox.last_printed`); on the event loop, so it
-        never starts a sandbox (`Runtime.sandbox` would, in place of one that ended)."""
+    def _running_now(self) -> tuple[str | None, str | None]:
+        """The last line the running script printed so far (`sandbox.Sandbox.last_printed`) and the tool calls it
+        waits on (`sandbox.Sandbox.calls_waiting`; before, a script waiting on a slow server showed the seconds alone,
+        or a line printed long before); on the event loop, so it never starts a sandbox (`Runtime.sandbox` would, in
+        place of one that ended)."""
         sandbox = self.runtime.running_sandbox
-        return sandbox.last_printed() if sandbox is not None else None
+        if sandbox is None:
+            return None, None
+        waiting = sandbox.calls_waiting()
+        return sandbox.last_printed(), waiting.said() if waiting is not None else None
 
     def _note_restart(self, dropped: ToolOutcome | None) -> None:
         """Keep `CANCEL_RESTARTED` for the next result when the dropped result of a cancelled execution says its

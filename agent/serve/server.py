@@ -360,11 +360,12 @@ class ToolServer(_ServedTree):
             message = f"waiting {seconds:.0f} s for this session's running script to end (one script at a time)"
             await ctx.session.report_progress(round(seconds, 1), total=None, message=message)
 
-        async def script_progress(seconds: float, printed: str | None) -> None:  # and the last line it printed
-            # After a wait the progress goes on from it (it must only grow), and so does the total.
+        async def script_progress(seconds: float, printed: str | None, waiting: str | None) -> None:
+            # The calls it waits on, and the last line it printed. After a wait the progress goes on from it (it must
+            # only grow), and so does the total.
             since = time.monotonic() - arrived - seconds if waited else 0
-            last = f"last printed: {printed}" if printed else None
-            await progress(seconds, round(self.sandbox_config.timeout + since, 1), last, after=since)
+            said = "; ".join(filter(None, [waiting, f"last printed: {printed}" if printed else None])) or None
+            await progress(seconds, round(self.sandbox_config.timeout + since, 1), said, after=since)
 
         try:
             async with self.registry.use(key) as session:

@@ -522,3 +522,33 @@ def test_a_search_with_a_wrong_argument_is_told_which_and_how(params: dict[str, 
     assert error["message"].startswith(f"{problem}: search_tools(query: str, detail:"), error["message"]
     assert tools.ran == []
     calls.close()
+
+
+def test_the_calls_waiting_are_counted_the_longest_named_as_the_ledger_names_it(
+    loop: asyncio.AbstractEventLoop,
+) -> None:
+    # What serve's progress says of a script waiting on its calls (before: nothing, only the seconds run).
+    released = asyncio.Event()
+
+    class Held(ToolBridge):
+        async def call_tool(self, server: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+            await released.wait()
+            return {"content": []}
+
+    channel, calls = Answers(), CallServer(Held(), loop)
+    assert calls.waiting() is None  # no execution
+    calls.begin()
+    calls.on_request(channel, "c1", "tool_call", call(server="crm", tool="search\x1b[2J\nleads"))
+    first = calls.waiting()
+    assert first is not None and first.said().startswith("waiting on crm.search leads for ")
+    calls.on_request(channel, "c2", "tool_call", call(tool="get"))
+    calls.on_request(channel, "c3", "tool_call", call(tool="get"))
+    waiting = calls.waiting()
+    assert waiting is not None and (waiting.calls, waiting.longest) == (3, "crm.search leads")
+    assert re.fullmatch(r"3 calls in flight, the longest crm\.search leads for \d+ s", waiting.said())
+    loop.call_soon_threadsafe(released.set)
+    for call_id in ("c1", "c2", "c3"):
+        assert channel.wait(call_id)[1] is None
+    assert calls.waiting() is None  # all answered
+    calls.end()
+    calls.close()
