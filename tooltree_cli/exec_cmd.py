@@ -401,6 +401,7 @@ def execute(
     from sandbox.errors import SandboxError, WorkspaceError, interrupted_execution, interrupted_unreported
     from sandbox.host import Runtime
     from tool_tree.config import Config
+    from tooltree_cli.exec_live import WaitNotes
 
     session: Sandbox | None = None
     # Its own `session` in the audit log, of serve's HTTP session ids' form: the lines of runs appending to one log
@@ -420,7 +421,10 @@ def execute(
                     session = rt.sandbox
                 except SandboxError as e:
                     raise NotStarted(e) from e
-                with CtrlCStopsTheScript(session, CANCEL_WAIT, live.break_line if live else None):
+                with (
+                    CtrlCStopsTheScript(session, CANCEL_WAIT, live.break_line if live else None),
+                    WaitNotes(live, session.calls_waiting),
+                ):
                     try:
                         result = session.execute(code, filename=filename, on_output=live.feed if live else None)
                     except KeyboardInterrupt:  # a second Ctrl-C quits at once: nothing more is shown as it comes

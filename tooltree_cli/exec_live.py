@@ -12,6 +12,14 @@ follows the text already printed; for an output cut short, its note and its end 
 shown: after what was shown last, or none of it when every byte of the stream was). Before: a long script showed
 nothing until it ended. Elsewhere (a pipe, a file, ``--json``) nothing changes: the output is printed once, at the
 end.
+
+Where stderr is a terminal, a script held by a slow server says so there too (`WaitNotes`): every `WAIT_NOTE_EVERY`
+seconds that a tool call of it has waited that long, a line ``tooltree: waiting on crm.search_records for 10 s``
+(several at once: ``3 calls in flight, the longest …``; `sandbox.calls.Waiting`). Before: nothing showed while the
+script waited, as if it hung. The line is tooltree's, not the script's output: the end prints that as before.
+
+(Over 400 lines: the live printing of the streams and tooltree's lines among them share one writer and its record of
+the terminal's line.)
 """
 
 from __future__ import annotations
@@ -22,10 +30,15 @@ import os
 import queue
 import re
 import threading
-from typing import TextIO
+from collections.abc import Callable
+from types import TracebackType
+from typing import TYPE_CHECKING, Literal, TextIO
 
 from sandbox.results import clean_text
 from tool_tree.text import size
+
+if TYPE_CHECKING:
+    from sandbox.calls import Waiting
 
 _CUT = re.compile(r"\n\n\[\.\.\. std(?:out|err) cut(?:: ([\d,]+) bytes in all)?")
 """Where a result's text of an output cut short has its note, and the stream's size it gives
@@ -46,6 +59,13 @@ FLUSH_WAIT = 2.0
 """Seconds the end waits for the pieces still queued to reach the terminal (a paused one: it gives up)."""
 WRITE_CHARS = 4096
 """Characters written at a time: once the end gave up on a slow terminal, at most these of a piece still reach it."""
+WAIT_NOTE_EVERY = 5.0
+"""Seconds between the notes of a script's tool call still waiting for its server (`WaitNotes`), and the least a call
+has waited to be noted."""
+
+_Kind = Literal["stream", "gap", "note"]
+"""What a piece to write is: the stream's own text, tooltree's line of what of it was not shown, or another line of
+tooltree's (`LiveOutput.note`)."""
 
 
 class LiveOutput:
@@ -78,8 +98,8 @@ class LiveOutput:
         """Which terminal each stream writes to: stdout and stderr are most often the same one, whose line is then
         the last writer's only (before: each kept its own open, and the end added a blank line)."""
         self._lock = threading.Lock()
-        self._queue: queue.Queue[tuple[str, str, bool] | None] = queue.Queue(QUEUED)
-        """Pieces to write: a stream's name, the text, and whether it is the stream's (not a note of tooltree's)."""
+        self._queue: queue.Queue[tuple[str, str, _Kind] | None] = queue.Queue(QUEUED)
+        """Pieces to write: a stream's name, the text, and what it is."""
         self._writer: threading.Thread | None = None
         self._written = threading.Condition()
         self._stopped = False
@@ -108,19 +128,19 @@ class LiveOutput:
                 return
             pending = self._pending[name]
             self._fed[name] += len(data) + skipped
-            pieces: list[tuple[str, str, bool]] = []
+            pieces: list[tuple[str, str, _Kind]] = []
             if skipped:
                 ends = [i for i in (data.find(b"\n"), data.find(b"\r")) if i >= 0]
                 first = min(ends) + 1 if ends else len(data)  # the line the gap cut into is not shown
                 held = clean_text(bytes(pending).decode("utf-8", errors="replace"))
                 line_open = held[-1:] != "\n" if held else self._queued_open[name]
                 held += "\n" if line_open else ""
-                pieces.append((name, f"{held}[... {size(skipped + first)} not shown ...]\n", False))
+                pieces.append((name, f"{held}[... {size(skipped + first)} not shown ...]\n", "gap"))
                 pending.clear()
                 data = data[first:]
             pending += data
             if end := _printable(pending):
-                pieces.append((name, clean_text(bytes(pending[:end]).decode("utf-8", errors="replace")), True))
+                pieces.append((name, clean_text(bytes(pending[:end]).decode("utf-8", errors="replace")), "stream"))
                 del pending[:end]
             if not pieces:
                 return
@@ -134,17 +154,42 @@ class LiveOutput:
             except queue.Full:  # the terminal does not keep up: the end prints the rest
                 self._stopped = self._partial = True
                 return
-            if self._writer is None:
-                self._writer = threading.Thread(target=self._write, name="exec-live-output", daemon=True)
-                self._writer.start()
+            self._start_writer()
+
+    @property
+    def takes_notes(self) -> bool:
+        """Stderr is a terminal: `note` shows there."""
+        return "stderr" in self._streams
+
+    def note(self, text: str) -> None:
+        """A line of tooltree's on stderr's terminal while the script runs (`WaitNotes`), on a line of its own; not
+        the script's output (what the end prints of it is as without it). Nothing when stderr is no terminal, once
+        live printing stopped, or when the terminal does not keep up."""
+        with self._lock:
+            if self._stopped or "stderr" not in self._streams or self._queued_chars + len(text) + 1 > QUEUED_CHARS:
+                return
+            try:
+                self._queue.put_nowait(("stderr", text + "\n", "note"))
+            except queue.Full:
+                return
+            self._queued_chars += len(text) + 1
+            for name in self._shared("stderr"):  # the note ends the terminal's line
+                self._queued_open[name] = False
+            self._start_writer()
+
+    def _start_writer(self) -> None:
+        """Under the lock."""
+        if self._writer is None:
+            self._writer = threading.Thread(target=self._write, name="exec-live-output", daemon=True)
+            self._writer.start()
 
     def _write(self) -> None:
         while (piece := self._queue.get()) is not None:
-            name, text, of_stream = piece
+            name, text, kind = piece
             out = self._streams.get(name)
             try:
                 if out is not None:
-                    self._write_piece(name, out, text, of_stream)
+                    self._write_piece(name, out, text, kind)
             except (OSError, ValueError):  # the terminal went away: the result is printed (or not) at the end
                 self._streams.pop(name, None)
             finally:
@@ -157,7 +202,7 @@ class LiveOutput:
                 return
         self._queue.task_done()
 
-    def _write_piece(self, name: str, out: TextIO, text: str, of_stream: bool) -> None:
+    def _write_piece(self, name: str, out: TextIO, text: str, kind: _Kind) -> None:
         """Write one piece, in slices: once the end gave up on a slow terminal (and prints what it missed), only the
         slice being written still reaches it, not the rest of a piece of up to 2 x output_chars."""
         for at in range(0, len(text), WRITE_CHARS):
@@ -165,17 +210,20 @@ class LiveOutput:
                 if self._abandoned:
                     return
                 # Another stream's line left open on this terminal: this text starts a line of its own (before:
-                # stderr's went on stdout's line not yet ended, "fetching 500 leads...Warning: slow").
-                cut_in = not text.startswith("\n") and any(self._open[o] for o in self._shared(name) if o != name)
+                # stderr's went on stdout's line not yet ended, "fetching 500 leads...Warning: slow"); a note does
+                # after its own stream's line too.
+                shared = self._shared(name)
+                cut_in = not text.startswith("\n") and any(self._open[o] for o in shared if o != name or kind == "note")
             written = text[at : at + WRITE_CHARS]
             out.write("\n" + written if cut_in else written)
             out.flush()
             with self._lock:
-                if of_stream:
+                if kind == "stream":
                     self._shown[name] += len(written)
                     self._digest[name].update(_encoded(written))
                 # What the terminal shows last of the stream (a note of what was not shown starts it anew).
-                self._recent[name] = (self._recent[name] + written)[-RECENT:] if of_stream else ""
+                if kind != "note":
+                    self._recent[name] = (self._recent[name] + written)[-RECENT:] if kind == "stream" else ""
                 self._opened(name, not written.endswith("\n"))
 
     def flush(self, timeout: float) -> bool:
@@ -330,3 +378,33 @@ def _is_terminal(stream: TextIO) -> bool:
         return stream.isatty()
     except (AttributeError, ValueError, OSError):
         return False
+
+
+class WaitNotes:
+    """While a script runs (a ``with`` block): every `WAIT_NOTE_EVERY` seconds, when a tool call of it has waited that
+    long for its server (``waiting``: `sandbox.Sandbox.calls_waiting`), `LiveOutput.note` says which and for how
+    long, on a thread of its own."""
+
+    def __init__(self, live: LiveOutput | None, waiting: Callable[[], Waiting | None]) -> None:
+        self._live, self._waiting = live, waiting
+        self._done = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> WaitNotes:
+        if self._live is not None and self._live.takes_notes:
+            self._thread = threading.Thread(target=self._run, name="exec-wait-notes", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self._done.set()
+        if self._thread is not None:
+            self._thread.join(FLUSH_WAIT)
+
+    def _run(self) -> None:
+        while not self._done.wait(WAIT_NOTE_EVERY):
+            waiting = self._waiting()
+            if waiting is not None and waiting.seconds >= WAIT_NOTE_EVERY and self._live is not None:
+                self._live.note(f"tooltree: {waiting.said()}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import os
 import pty
+import re
 import select
 import signal
 import subprocess
@@ -20,8 +21,9 @@ from pathlib import Path
 
 import pytest
 
+from sandbox.calls import Waiting
 from tests.support import sample_project
-from tooltree_cli.exec_live import LiveOutput
+from tooltree_cli.exec_live import LiveOutput, WaitNotes
 
 WAIT = 60.0
 
@@ -163,6 +165,44 @@ def test_after_stop_nothing_more_is_shown_as_it_comes_and_the_end_has_it() -> No
     assert live.rest("stdout", "one\ntwo\n") == "two\n"
 
 
+def test_a_note_takes_a_line_of_its_own_on_stderrs_terminal_and_the_end_prints_the_output_as_without_it() -> None:
+    terminal = _Terminal()  # stdout and stderr on one terminal
+    live = LiveOutput.on_terminals(terminal, terminal)
+    assert live is not None and live.takes_notes
+    live.feed("stdout", b"fetching 500 leads...")
+    live.note("tooltree: waiting on crm.search_records for 5 s")
+    live.feed("stdout", b"done\n")
+    assert _shown(live, terminal) == "fetching 500 leads...\ntooltree: waiting on crm.search_records for 5 s\ndone\n"
+    assert live.rest("stdout", "fetching 500 leads...done\n") == ""  # the note is not the script's output
+    elsewhere = LiveOutput.on_terminals(_Terminal(), io.StringIO())  # stderr is no terminal: no note
+    assert elsewhere is not None and not elsewhere.takes_notes
+    elsewhere.note("tooltree: waiting")
+    assert elsewhere.flush(WAIT)
+
+
+def test_wait_notes_say_a_call_that_has_waited_long_and_nothing_of_one_that_has_not(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import tooltree_cli.exec_live as exec_live
+
+    monkeypatch.setattr(exec_live, "WAIT_NOTE_EVERY", 0.05)
+    err = _Terminal()
+    live = LiveOutput.on_terminals(io.StringIO(), err)
+    assert live is not None
+    asked = threading.Event()
+    waits = iter([Waiting(1, "crm.get_record", 0.01), Waiting(3, "crm.search_records", 12.4)])
+
+    def waiting() -> Waiting | None:
+        found = next(waits, None)
+        if found is None:
+            asked.set()
+        return found
+
+    with WaitNotes(live, waiting):
+        assert asked.wait(WAIT)
+    assert _shown(live, err) == "tooltree: 3 calls in flight, the longest crm.search_records for 12 s\n"
+
+
 def test_no_terminal_no_live_output() -> None:
     assert LiveOutput.on_terminals(io.StringIO(), io.StringIO()) is None
 
@@ -185,12 +225,14 @@ def _read_until(master: int, seen: bytearray, wanted: bytes | None) -> None:
         seen += data
 
 
-def exec_on_a_terminal(tmp_path: Path, owner: str, code: str, first: bytes, **sandbox: object) -> tuple[str, str]:
-    """`tooltree exec` of ``code`` on a pseudo-terminal (``sandbox``: settings of the config's ``sandbox:``): read
-    until ``first`` shows while the script still runs, then Ctrl-C (it stops the script; the end completes its
-    output), and read to the end (exit 130). What the terminal showed before the Ctrl-C, and in all, with its CRLFs
-    as newlines."""
-    config, tree = sample_project(tmp_path, "crm", timeout=120, **sandbox)
+def exec_on_a_terminal(
+    tmp_path: Path, owner: str, code: str, first: bytes, server: str = "crm", **sandbox: object
+) -> tuple[str, str]:
+    """`tooltree exec` of ``code`` on a pseudo-terminal, with the sample ``server`` (``sandbox``: settings of the
+    config's ``sandbox:``): read until ``first`` shows while the script still runs, then Ctrl-C (it stops the script;
+    the end completes its output), and read to the end (exit 130). What the terminal showed before the Ctrl-C, and in
+    all, with its CRLFs as newlines."""
+    config, tree = sample_project(tmp_path, server, timeout=120, **sandbox)
     master, slave = pty.openpty()
     env = {**os.environ, "TOOLTREE_SANDBOX_OWNER": owner}
     argv = [sys.executable, "-m", "tooltree_cli.main", "exec", "-c", code, "--config", str(config), "--tree", str(tree)]
@@ -224,3 +266,16 @@ def test_exec_on_a_terminal_shows_the_output_while_the_script_runs(tmp_path: Pat
     assert shown.count("first line") == 1 and shown.count("partial") == 1, shown  # live, and not again at the end
     # What tooltree says starts a line of its own.
     assert "first line\npartial\ntooltree: interrupted: stopping the script" in shown, shown
+
+
+@pytest.mark.docker
+def test_exec_on_a_terminal_says_which_tool_call_the_script_waits_on(tmp_path: Path, owner: str) -> None:
+    # Before: nothing showed while the script waited on its server, as if it hung.
+    code = "from servers.media import slow_echo\nprint('fetching')\nslow_echo(text='x', seconds=25)\n"
+    wanted = b"tooltree: waiting on media.slow_echo for "
+    before, shown = exec_on_a_terminal(tmp_path, owner, code, wanted, server="media")
+    note = before[before.index("tooltree: waiting on") :].split("\n")[0]
+    assert before.index("fetching\n") < before.index(note), before
+    assert re.fullmatch(r"tooltree: waiting on media\.slow_echo for \d+ s", note), before
+    assert int(note.split()[-2]) >= 5, note  # noted once it has waited that long
+    assert shown.count("fetching") == 1, shown
