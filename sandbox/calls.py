@@ -176,15 +176,17 @@ class CallServer:
             self._ends_at = ends_at
             self._execution += 1
 
-    def waiting(self) -> Waiting | None:
+    def waiting(self, at_least: float = 0.0) -> Waiting | None:
         """The running execution's tool calls that wait for their answer, from any thread; None when none does (or no
-        execution runs)."""
+        execution runs), or when the longest has waited less than ``at_least`` seconds (a script making fast calls one
+        after another is not said to wait on each, "for 0 s")."""
         with self._lock:
             calls = list(self._waiting.values()) if self._executing else []
         if not calls:
             return None
         server, tool, _, started = min(calls, key=lambda call: call[3])
-        return Waiting(len(calls), f"{server}.{tool}", time.monotonic() - started)
+        waited = time.monotonic() - started
+        return Waiting(len(calls), f"{server}.{tool}", waited) if waited >= at_least else None
 
     def _waiting_on(self, server: str, timed_out: bool) -> str:
         """What the bridge says of a call of ``server`` still waiting as its execution ended

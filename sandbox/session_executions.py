@@ -260,10 +260,11 @@ class _Executions:
         printing = self._printing
         return None if printing is None else printing.last_line()
 
-    def calls_waiting(self) -> Waiting | None:
+    def calls_waiting(self, at_least: float = 0.0) -> Waiting | None:
         """The running execution's tool calls that wait for their server's answer (how many, the one that has waited
-        longest and for how long: `Waiting.said` says it), from any thread; None when none does or none runs."""
-        return self._calls.waiting()
+        longest and for how long: `Waiting.said` says it), from any thread; None when none does or none runs, or the
+        longest has waited less than ``at_least`` seconds."""
+        return self._calls.waiting(at_least)
 
     @staticmethod
     def _interrupted(channel: SupervisorChannel) -> None:

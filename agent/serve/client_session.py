@@ -61,6 +61,9 @@ CANCEL_RESTARTED = f"a cancelled script did not stop when interrupted, so {RESTA
 without a word)."""
 HANDOVER_RETRY = 0.05
 """Seconds between tries to stop a script handed to the sandbox that has not begun there yet."""
+WAIT_SAID = 1.0
+"""Seconds a script's tool call has waited before progress names it: a script making fast calls one after another
+was said to wait on one "for 0 s" at some beats."""
 NOTES_SHOWN = 20
 """Notes of one workspace save a result lists (a count says how many more there were)."""
 NOTE_CHARS = 2_000
@@ -337,7 +340,7 @@ class ClientSession:
         sandbox = self.runtime.running_sandbox
         if sandbox is None:
             return None, None
-        waiting = sandbox.calls_waiting()
+        waiting = sandbox.calls_waiting(at_least=WAIT_SAID)
         return sandbox.last_printed(), waiting.said() if waiting is not None else None
 
     def _note_restart(self, dropped: ToolOutcome | None) -> None:

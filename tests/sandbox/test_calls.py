@@ -541,6 +541,7 @@ def test_the_calls_waiting_are_counted_the_longest_named_as_the_ledger_names_it(
     calls.on_request(channel, "c1", "tool_call", call(server="crm", tool="search\x1b[2J\nleads"))
     first = calls.waiting()
     assert first is not None and first.said().startswith("waiting on crm.search leads for ")
+    assert calls.waiting(at_least=3600) is None  # a call not yet that long is not said (serve's: `WAIT_SAID`)
     calls.on_request(channel, "c2", "tool_call", call(tool="get"))
     calls.on_request(channel, "c3", "tool_call", call(tool="get"))
     waiting = calls.waiting()
