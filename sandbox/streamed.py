@@ -3,7 +3,9 @@
 Kept only to be shown when the execution's result never comes: the sandbox died whole under the script, or stopped
 answering and was destroyed (`sandbox.errors.SessionError.stdout`). The notifications come from the container and
 are bounded here as anything from it is: base64 text only, each stream's head held to ``4 × max_chars`` bytes and
-its end to ``2 × max_chars``.
+its end to ``2 × max_chars``. The listener is told of new bytes of the two streams in the order the notification's
+``order`` gives, as the sandbox read them (before: stdout's, then stderr's, whatever came first within the 0.25 s
+between two notifications).
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ LINE_CHARS = 200
 """The most characters of the last line printed `StreamedOutput.last_line` gives (a progress message's)."""
 LINE_BYTES = 4096
 """The end of the stream the last line is looked for in."""
+ORDER_RUNS = 4096
+"""Runs at most a notification's ``order`` may give (the sandbox sends at most 1024 and what joins them)."""
 
 
 OutputListener = Callable[[str, bytes, int], None]
@@ -66,7 +70,9 @@ class StreamedOutput:
         Raises:
             ProtocolError: a value is not what the supervisor sends.
         """
-        came: list[tuple[str, bytes, int]] = []
+        heads: dict[str, bytes] = {}
+        ends: list[tuple[str, bytes, int]] = []
+        order = _order(params.get("order"))
         with self._lock:
             for name in STREAMS:
                 total = params.get(f"{name}_bytes")
@@ -77,7 +83,7 @@ class StreamedOutput:
                     data = _decode(chunk, 4 * self.max_chars - len(head))
                     head += data
                     if data:
-                        came.append((name, data, 0))
+                        heads[name] = data
                         self._told[name] += len(data)
                         self._latest = name
                 if (tail := params.get(f"{name}_tail")) is not None:
@@ -86,11 +92,13 @@ class StreamedOutput:
                     if total is not None and total > self._told[name]:  # the end's new bytes, after what was skipped
                         start = max(total - len(end), 0)
                         skipped = max(start - self._told[name], 0)
-                        came.append((name, end[self._told[name] + skipped - start :], skipped))
+                        ends.append((name, end[self._told[name] + skipped - start :], skipped))
                         self._told[name] = total
                 if total is not None:
                     self._total[name] = max(self._total[name], total)
-        for name, data, skipped in came:
+            if order and not ends and order[-1][0] in heads:  # what came last of the heads
+                self._latest = order[-1][0]
+        for name, data, skipped in [*_interleaved(heads, order), *ends]:
             self._tell(name, data, skipped)
 
     def _tell(self, name: str, data: bytes, skipped: int) -> None:
@@ -131,6 +139,43 @@ class StreamedOutput:
             tail_text = tail.decode("utf-8", errors="replace")[-half:] if tail else ""
         text = {"head": head_text, "tail": tail_text, "truncated": True, "bytes": total}
         return preview(text, self.max_chars, name, None, LOST)[0]
+
+
+def _order(value: Any) -> list[tuple[str, int]]:
+    """A notification's ``order``: ``[stream, bytes]`` runs, in turn (none when it has none).
+
+    Raises:
+        ProtocolError: it is not as the supervisor sends it.
+    """
+    if value is None:
+        return []
+    if not isinstance(value, list) or len(value) > ORDER_RUNS:
+        raise ProtocolError("output: order is not a list of runs")
+    runs: list[tuple[str, int]] = []
+    for run in value:
+        if (
+            not isinstance(run, list)
+            or len(run) != 2
+            or run[0] not in STREAMS
+            or not isinstance(run[1], int)
+            or isinstance(run[1], bool)
+            or run[1] <= 0
+        ):
+            raise ProtocolError("output: a run of order is not [stream, bytes]")
+        runs.append((run[0], run[1]))
+    return runs
+
+
+def _interleaved(heads: dict[str, bytes], order: list[tuple[str, int]]) -> list[tuple[str, bytes, int]]:
+    """The heads' new bytes (by stream, stdout first) cut into ``order``'s runs in turn; what the runs do not cover
+    (past what the host keeps of a head, or an order that gives less) after them."""
+    taken = dict.fromkeys(heads, 0)
+    pieces: list[tuple[str, bytes, int]] = []
+    for name, n in order:
+        if name in heads and (piece := heads[name][taken[name] : taken[name] + n]):
+            pieces.append((name, piece, 0))
+            taken[name] += len(piece)
+    return pieces + [(name, data[taken[name] :], 0) for name, data in heads.items() if data[taken[name] :]]
 
 
 def _last_line(data: bytes) -> str | None:

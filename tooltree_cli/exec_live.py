@@ -4,7 +4,8 @@ The sandbox sends what a script prints while it runs (`sandbox.streamed`); where
 `LiveOutput` prints that stream as it arrives, cleaned as a result's output is (`sandbox.results.clean_text`: a CR
 ends a line too, so a progress bar redrawn with ``\\r`` shows each update as it comes, not all of them once a newline
 follows), a line not yet ended too (``print("fetching…", end="", flush=True)``; before: it waited for its newline;
-what the other stream of the same terminal prints next starts a line of its own, not that one),
+what the other stream of the same terminal prints next starts a line of its own, not that one; the two streams in
+the order the sandbox read them, `sandbox.streamed`),
 as the sandbox sends it: the first 4 × ``output_chars`` bytes as they come, then the stream's end at most every 2 s,
 with a line saying how much was printed between two ends and not shown (before: live output stopped at the head).
 When the script has ended, `LiveOutput.rest` gives what of the stream, as the result shows it, is left to print: what

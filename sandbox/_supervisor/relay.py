@@ -104,7 +104,10 @@ class _WorkerRelay:
             with self.lock:
                 ex = self.current if self.worker is worker else None
                 if ex is not None and not ex.finished:
-                    (ex.stdout if fd == worker.out_fd else ex.stderr).feed(data)
+                    name = "stdout" if fd == worker.out_fd else "stderr"
+                    capture = ex.stdout if fd == worker.out_fd else ex.stderr
+                    capture.feed(data)
+                    ex.streamer.read(name, capture.total - len(data), capture.total)
                 elif fd == worker.err_fd:
                     # Between executions (e.g. a worker failing to start): keep it as a diagnostic.
                     sys.stderr.write(data[:4096].decode("utf-8", errors="replace"))

@@ -28,7 +28,7 @@ Protocol with the host (JSON-RPC 2.0 shaped, one object per frame, ``jsonrpc`` o
         requests with string ids for tool calls: tool_call {server, tool, arguments},
         search_tools {query, limit}; the host answers each with {id, result} or {id, error}; and while an
         execution runs, ``output`` notifications {stdout?, stderr?, stdout_tail?, stderr_tail?, stdout_bytes,
-        stderr_bytes} (base64; see `stream`), never after its result: what the host shows if no result comes.
+        stderr_bytes, order?} (base64; see `stream`), never after its result: what the host shows if no result comes.
 
 One execution runs at a time; tool calls within it are relayed concurrently. A per-execution
 timer asks the worker where its cell is (for the result's traceback; half a second at most), then kills it
@@ -464,7 +464,12 @@ class Supervisor(_WorkerRelay, _Spawning):
         if respawn:
             self.link_tree()
             self.spawn_worker()
+        # What the heads hold that was not sent goes before the result: a live listener (`tooltree exec`) shows the
+        # last of both streams in the order read, not stdout's rest, then stderr's, from the result.
+        last = ex.streamer.take(ex.captures(), now=True)
         with self.output_lock:
+            if last is not None:
+                self.send({"method": "output", "params": last})
             self.reply(ex.host_id, result)
 
 
