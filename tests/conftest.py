@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 import warnings
@@ -214,6 +215,19 @@ def sandbox_owner(monkeypatch: pytest.MonkeyPatch) -> str:
     removes and by which a test finds its containers; a module of such tests names it in ``pytestmark``."""
     monkeypatch.setenv("TOOLTREE_SANDBOX_OWNER", TEST_OWNER)
     return TEST_OWNER
+
+
+@pytest.fixture
+def ctrl_c_raises() -> Iterator[None]:
+    """Within the test, Ctrl-C (SIGINT, and `_thread.interrupt_main`) raises KeyboardInterrupt in this process, as at a
+    terminal; the previous handler is back after it. A suite started as a shell's background job (``pytest … &``
+    without job control) inherits SIGINT ignored, and Python then installs no handler: ``interrupt_main`` did
+    nothing, and a test of a Ctrl-C waited out its script and failed "DID NOT RAISE KeyboardInterrupt"."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 @pytest.fixture
