@@ -53,8 +53,12 @@ def test_the_interrupt_carries_what_the_stopped_script_printed(backend: DockerBa
     with Sandbox(backend) as sb:
         assert sb.execute("pass").ok
         with pytest.raises(KeyboardInterrupt) as caught:
+            # One write: the Ctrl-C at its first piece lands after the whole line (print writes its text, then its
+            # newline: the interrupt could land between them, and the result held no newline).
             sb.execute(
-                "print('sent the first mail', flush=True)\n" + LONG, timeout=60, on_output=ctrl_c_at_first_output([])
+                "import sys\nsys.stdout.write('sent the first mail\\n')\nsys.stdout.flush()\n" + LONG,
+                timeout=60,
+                on_output=ctrl_c_at_first_output([]),
             )
     stopped = interrupted_execution(caught.value)
     assert stopped is not None and stopped.cancelled and not stopped.ok
