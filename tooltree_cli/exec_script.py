@@ -112,6 +112,20 @@ def _normal_name(declared: str) -> str:
     return declared
 
 
+def _keeps_ascii(encoding: str, declared: str) -> bool:
+    """Whether ``encoding`` reads the ASCII text of a declaration of it (``# -*- coding: NAME -*-``) as itself: Python
+    finds the declaration by reading the script's first lines as ASCII, so a script can be in no encoding that does not
+    (UTF-16 and UTF-32, EBCDIC's cp037 and cp500); UTF-7 and the ISO-2022 encodings, which do, are read as python
+    reads them."""
+    declaration = f"# -*- coding: {declared} -*-\n"
+    try:
+        return declaration.encode("ascii").decode(encoding) == declaration
+    except UnicodeDecodeError:  # UTF-32: the declaration is no whole number of its 4-byte characters
+        return False
+    except (LookupError, UnicodeError):  # no text encoding (rot13, undefined): said when the script is decoded
+        return True
+
+
 def _decoded(data: bytes, name: str) -> str:
     """A script's text, read as Python reads a file it runs: in the encoding it declares (``# -*- coding: latin-1
     -*-``; before: refused, "not UTF-8 text", though ``python`` runs it), else UTF-8, a byte order mark (some Windows
@@ -127,6 +141,14 @@ def _decoded(data: bytes, name: str) -> str:
             raise _UsageError(f"{name}: declares an encoding Python does not know: {declared!r}") from None
         if marked and encoding != "utf-8":
             raise _UsageError(f"{name}: starts with UTF-8's byte order mark but declares {declared!r}")
+        if not _keeps_ascii(encoding, declared):
+            # Before: a script declaring UTF-16 (or EBCDIC's cp037) was read into other characters than its own and
+            # sent, to fail oddly in the sandbox; python refuses it ("SyntaxError: encoding problem: utf-16"), or runs
+            # nothing of it (utf-16-le, cp037).
+            raise _UsageError(
+                f"{name}: declares {declared!r}, which Python does not read a script in (it reads the ASCII of the "
+                "declaration as other characters: save the script as UTF-8)"
+            )
         said = "UTF-8 text" if encoding == "utf-8" else f"{declared} text, as it declares"
     try:
         return data.decode(encoding)

@@ -510,15 +510,22 @@ def test_exec_reads_a_script_in_the_encoding_it_declares_as_python_does(
     # Emacs's names, which Python reads as UTF-8 and Latin-1 (before: "an encoding Python does not know").
     emacs = b"# -*- coding: utf-8-unix -*-\nprint('caf\xc3\xa9')\n"
     emacs_latin = b"# -*- coding: iso-latin-1-dos -*-\nprint('caf\xe9')\n"
-    for content in (first, emacs, emacs_latin, second):
+    # UTF-7 reads ASCII as itself, but for '+', as python reads it.
+    seven = b"# coding: utf-7\nprint('caf+AOk-')\n"
+    for content in (seven, first, emacs, emacs_latin, second):
         (tmp_path / "old.py").write_bytes(content)
         assert main(["exec", str(tmp_path / "old.py"), *argv]) == 0, capsys.readouterr().err
     with (tmp_path / "old.py").open(encoding="utf-8", errors="surrogateescape") as stdin:
         monkeypatch.setattr(sys, "stdin", stdin)
         assert main(["exec", "-", *argv]) == 0
-    assert codes[:3] == [first.decode("latin-1"), emacs.decode("utf-8"), emacs_latin.decode("latin-1")]
-    assert codes[3:] == [second.decode("cp1252"), second.decode("cp1252")]
-    assert "€" in codes[3]
+    assert codes[:4] == [
+        "# coding: utf-7\nprint('café')\n",
+        first.decode("latin-1"),
+        emacs.decode("utf-8"),
+        emacs_latin.decode("latin-1"),
+    ]
+    assert codes[4:] == [second.decode("cp1252"), second.decode("cp1252")]
+    assert "€" in codes[4]
     capsys.readouterr()
     refused = {
         b"# coding: klingon\nprint(1)\n": "declares an encoding Python does not know: 'klingon'",
@@ -526,6 +533,13 @@ def test_exec_reads_a_script_in_the_encoding_it_declares_as_python_does(
         b"# coding: rot13\nprint(1)\n": "declares 'rot13', which Python does not read a script in ('rot-13' is not a",
         b"# coding: zlib\nprint(1)\n": "declares 'zlib', which Python does not read a script in ('zlib' is not a",
         b"# coding: undefined\nprint(1)\n": "declares 'undefined', which Python does not read a script in (decoding",
+        # Encodings that read the declaration's ASCII as other characters: before, UTF-16 was decoded into CJK text
+        # and sent to fail oddly in the sandbox (python: "encoding problem: utf-16"), UTF-32 refused as "not utf-32
+        # text … line 1, column 1".
+        b"# coding: utf-16\nprint(1)\n": "declares 'utf-16', which Python does not read a script in (it reads the",
+        b"# coding: utf-16-le\nprint(1)\n": "declares 'utf-16-le', which Python does not read a script in (it reads",
+        b"#!/usr/bin/env python\n# coding: utf-32\nprint(1)\n": "declares 'utf-32', which Python does not read a",
+        b"# coding: cp037\nprint(1)\n": "declares 'cp037', which Python does not read a script in (it reads the ASCII",
         b"# coding: ascii\nprint('caf\xe9')\n": "not ascii text, as it declares: byte 0xe9 at line 2, column 11",
         b"\xef\xbb\xbf# coding: latin-1\nprint(1)\n": "starts with UTF-8's byte order mark but declares 'latin-1'",
         # A declaration after the second line is a comment, as for Python.
