@@ -976,6 +976,9 @@ def test_hits_only_the_embeddings_found_are_introduced_as_such(tree: Path, tiny_
     guessed = search_tools(tree, "zzyzx", detail="name", limit=2)
     assert guessed.startswith("No tool has the words of 'zzyzx'; the nearest by meaning:\n\n")
     assert len(guessed.splitlines()) == 4  # the note, a blank line, two tools
+    # A NUL is echoed escaped (before: "No tool has the words of 'zzyzx'", another query than the one searched).
+    nul = search_tools(tree, "zzy\x00zx", detail="name", limit=1)
+    assert nul.startswith("No tool has the words of 'zzy\\x00zx'; the nearest by meaning:\n\n")
     assert not search_tools(tree, "move an event", detail="name").startswith("No tool")
     assert not search_tools(tree, "^move", detail="name", regex=True).startswith("No tool")
 

@@ -146,6 +146,19 @@ def test_a_regex_holding_a_nul_or_a_line_break_is_echoed_with_it_escaped(tree: P
     assert str(refused.value) == "bad regex '(a\\x00': missing ): (a\\x00"
 
 
+def test_a_plain_query_holding_a_nul_or_a_control_character_is_echoed_with_it_escaped(tree: Path) -> None:
+    # Before: "No tools matched 'ab'." for 'a\x00b', another query than the one searched: control and invisible
+    # characters were dropped from the echo. White space is still one space, as the query's words are read.
+    from tool_tree.search import search_tools
+
+    assert search_tools(tree, "a\x00b") == "No tools matched 'a\\x00b'."
+    assert search_tools(tree, " zz \t\n\u00a0 qq\x07\x1f ") == "No tools matched 'zz qq\\x07\\x1f'."
+    assert search_tools(tree, "get\u200bweatherzz") == "No tools matched 'get\\u200bweatherzz'."
+    with pytest.raises(SearchError) as refused:
+        search_tools(tree, "?\x00 ?")
+    assert str(refused.value).startswith("no word to search by in '?\\x00 ?' (punctuation")
+
+
 @pytest.mark.parametrize(
     ("query", "regex", "message"),
     [

@@ -52,7 +52,7 @@ from tool_tree.search._rank import (
     server_scores,
 )
 from tool_tree.search._regex import MAX_REGEX_TEXT, regex_scores
-from tool_tree.search._text import WORDS, one_line, summary_line, tokens
+from tool_tree.search._text import WORDS, one_line, shown_query, summary_line, tokens
 from tool_tree.text import shown
 from tool_tree.tree import SEARCH_INDEX_FILE, module_name, stub_path
 
@@ -246,7 +246,7 @@ class SearchIndex:
         if not tokens(query[:MAX_QUERY], stem=self._config.stem) and not self.by_name(query):
             held = ", and no tool's name holds it" if symbols_only(query) else ""
             raise SearchError(
-                f"no word to search by in {one_line(query, 80)!r} (punctuation and words as common as 'the' or "
+                f"no word to search by in {shown_query(query)} (punctuation and words as common as 'the' or "
                 f"'get' are left out){held}: say what the tool should do, or search it as a regular expression"
             )
 

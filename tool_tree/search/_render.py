@@ -27,7 +27,7 @@ from tool_tree.search._errors import SearchError
 from tool_tree.search._index import INDEX_FILE, SearchHit, SearchIndex, build_index, check_limit
 from tool_tree.search._regex import shown_pattern
 from tool_tree.search._store import built_for, index_text, manifest_hash
-from tool_tree.search._text import WORDS, one_line
+from tool_tree.search._text import WORDS, one_line, shown_query
 from tool_tree.text import shown
 from tool_tree.tree import MANIFEST_FILE, Manifest, TreeError, read_in_tree
 
@@ -327,7 +327,7 @@ def search_tools(
             return (
                 f"No tools matched {shown_pattern(query)}. (regex mode)"
                 if regex
-                else f"No tools matched {one_line(query, 80)!r}."
+                else f"No tools matched {shown_query(query)}."
             )
         return meaning_only_note(index, query, hits, regex=regex) + render_hits(tree, hits, level)
 
@@ -350,7 +350,7 @@ def meaning_only_note(index: SearchIndex, query: str, hits: Sequence[SearchHit],
     tool's text), so a reader weighs them as guesses; empty otherwise."""
     if not meaning_only(index, query, bool(hits), regex=regex):
         return ""
-    return f"No tool has the words of {one_line(query, 80)!r}; the nearest by meaning:\n\n"
+    return f"No tool has the words of {shown_query(query)}; the nearest by meaning:\n\n"
 
 
 def meaning_only(index: SearchIndex, query: str, found: bool, *, regex: bool = False) -> bool:

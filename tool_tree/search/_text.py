@@ -13,6 +13,8 @@ import re
 import unicodedata
 from functools import lru_cache
 
+from tool_tree.search._regex import shown_pattern
+
 # Display text (summaries, one-line previews) comes from the core's one cleaner and sentence splitter.
 from tool_tree.text import first_sentence as first_sentence
 from tool_tree.text import one_line as one_line
@@ -24,6 +26,18 @@ ASCII whole (1 cut ``résumé`` into ``r é sum é``)."""
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+|[^\W\d_A-Za-z]+", re.UNICODE)
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
+
+_SPACES = re.compile(r"[^\S\x1c-\x1f\x85]+")
+"""A run of white space, the control characters Python also splits at (separators of files, groups, records, units;
+NEL) left out: a query's echo escapes them as it does a NUL."""
+
+
+def shown_query(query: str, limit: int = 80) -> str:
+    """A plain query as a message quotes it: each run of white space one space, as the words are read, then as
+    `shown_pattern` shows a pattern, each character that does not print escaped. Before, control and invisible
+    characters were dropped: ``search_tools(tree, "a\\x00b")`` said "No tool has the words of 'ab'"."""
+    return shown_pattern(_SPACES.sub(" ", query).strip(" "), limit)
+
 
 STOPWORDS = frozenset(
     """
