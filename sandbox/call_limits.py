@@ -10,6 +10,11 @@ the server would parse again — before validation and before anything reaches a
 - ``depth``: nesting of the arguments object;
 - ``bytes``: the size of the arguments as UTF-8 JSON.
 
+The encoding that counts the bytes refuses NaN and the infinities, so it also finds out whether the arguments hold
+anything `tool_tree.sendable.unsendable` refuses (`CallSize.sendable`): the bridge then has the pool send them
+without a second pass over them (before, a 20,000-row argument was encoded and walked again on its way to the server).
+NaN and the infinities are not refused here: the pool refuses them after validation, naming the argument.
+
 `measure` refuses a call over any of them, walking at most ``nodes`` values (it stops at the first
 limit crossed, without building anything in proportion to the input). `InFlight` then bounds the
 sum over all calls of one session that are not finished yet, so many calls at once cannot add up
@@ -22,11 +27,11 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sandbox._supervisor.limits import MAX_CALL_DEPTH, MAX_CALL_VALUES, refused_argument, too_deep, too_many_values
-from tool_tree.sendable import unsendable
+from tool_tree.sendable import MAX_ARGUMENT_DEPTH, encoder_refuses_long_numbers, unsendable
 
 MIB = 1024 * 1024
 
@@ -62,6 +67,10 @@ class CallSize:
 
     nodes: int
     bytes: int
+    sendable: bool = field(default=False, compare=False)
+    """Whether the arguments surely hold nothing `tool_tree.sendable.unsendable` refuses, found out by the encoding
+    that counted their bytes (no NaN nor infinity, no whole number past the limit, nested within it); False: not known
+    (NaN, or a process reading longer numbers), to be checked as any caller's are."""
 
 
 def measure(arguments: dict[str, Any], limits: CallLimits = DEFAULT_LIMITS) -> CallSize:
@@ -91,9 +100,10 @@ def measure(arguments: dict[str, Any], limits: CallLimits = DEFAULT_LIMITS) -> C
                 chars += len(item)
             elif isinstance(item, dict | list | tuple):
                 containers.append((item, depth + 1))
+    sendable = False
     if chars <= limits.bytes:
         try:
-            size = len(json.dumps(arguments, ensure_ascii=False).encode("utf-8"))
+            size, sendable = _encoded(arguments)
         except (ValueError, RecursionError):
             # A whole number of too many digits is named (before: said to be a lone surrogate)
             reason = unsendable(arguments) or "the arguments cannot be encoded as UTF-8 JSON (a lone surrogate?)"
@@ -104,7 +114,20 @@ def measure(arguments: dict[str, Any], limits: CallLimits = DEFAULT_LIMITS) -> C
         size = chars
     if size > limits.bytes:
         raise ArgumentsRefused(f"the arguments are over {limits.bytes:,} bytes as JSON; send less per call")
-    return CallSize(nodes=nodes, bytes=size)
+    sendable = sendable and limits.depth <= MAX_ARGUMENT_DEPTH and encoder_refuses_long_numbers()
+    return CallSize(nodes=nodes, bytes=size, sendable=sendable)
+
+
+def _encoded(arguments: dict[str, Any]) -> tuple[int, bool]:
+    """The bytes of ``arguments`` as UTF-8 JSON, and whether they were encoded without NaN or infinity (one pass
+    when they hold neither; a value that fails both ways is refused by the caller as before).
+
+    Raises:
+        ValueError, RecursionError, TypeError: as `json.dumps` (and `str.encode`) raise them, NaN allowed."""
+    try:
+        return len(json.dumps(arguments, ensure_ascii=False, allow_nan=False).encode("utf-8")), True
+    except ValueError:  # NaN or infinity, refused later naming the argument; or what fails again just below
+        return len(json.dumps(arguments, ensure_ascii=False).encode("utf-8")), False
 
 
 class InFlight:

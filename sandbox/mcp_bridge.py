@@ -249,15 +249,15 @@ class McpBridge(ToolBridge):
                     "invalid_arguments",
                 )
             if is_small(arguments) and not self._checks.matches_patterns(server, tool):  # admitted on the event loop
-                entry, record["args_sha256"], arguments = self._admit(server, tool, arguments)
+                entry, record["args_sha256"], arguments, sendable = self._admit(server, tool, arguments)
             else:  # hashing and validating large arguments, or matching patterns (RE2 releases the GIL), must
                 # not hold up every session's calls on this loop
-                entry, record["args_sha256"], arguments = await anyio.to_thread.run_sync(
+                entry, record["args_sha256"], arguments, sendable = await anyio.to_thread.run_sync(
                     self._admit, server, tool, arguments
                 )
             if asker is None and (asks := self.script_asks) is not None:
                 asker = asks(server)
-            result, size = await self._call(entry, arguments, progress, asker)
+            result, size = await self._call(entry, arguments, progress, asker, sendable=sendable)
             record["bytes"] = size
             self._count_result(size)
         except ToolCallRefused as e:
@@ -302,16 +302,18 @@ class McpBridge(ToolBridge):
             return f" (the server {clean(server)} was still waiting for its turn to start: other servers were starting)"
         return ""
 
-    def _admit(self, server: str, tool: str, arguments: dict[str, Any]) -> tuple[ToolEntry, str, dict[str, Any]]:
-        """Everything decided before the server is involved; returns the tool, the arguments' digest and the arguments
-        to send (a whole float the schema types as an integer, ``3.0``, as one: `tool_tree.schema_check.as_integers`).
+    def _admit(self, server: str, tool: str, arguments: dict[str, Any]) -> tuple[ToolEntry, str, dict[str, Any], bool]:
+        """Everything decided before the server is involved; returns the tool, the arguments' digest, the arguments
+        to send (a whole float the schema types as an integer, ``3.0``, as one: `tool_tree.schema_check.as_integers`)
+        and whether their measure found them sendable (`sandbox.call_limits.CallSize.sendable`: the pool then does not
+        check them again).
 
         Raises:
             ToolCallRefused: arguments over the limits, a tool outside the manifest, a budget spent,
                 or arguments the tool's schema rejects.
         """
         try:
-            measure(arguments)  # before anything is done in proportion to them
+            size = measure(arguments)  # before anything is done in proportion to them
         except ArgumentsRefused as e:
             raise ToolCallRefused(e.message, e.code) from None
         digest = hashlib.sha256(json.dumps(arguments, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:16]
@@ -350,7 +352,7 @@ class McpBridge(ToolBridge):
         if errors:
             said = "; ".join(describe_error(error, "arguments") for error in errors)
             raise ToolCallRefused(f"invalid arguments: {said}", "invalid_arguments")
-        return entry, digest, as_integers(arguments, whole)
+        return entry, digest, as_integers(arguments, whole), size.sendable
 
     def _check_filters(self, server: str, tool: str) -> None:
         """Raises: ToolCallRefused: the configuration's include/exclude for ``server`` leaves ``tool`` out."""
@@ -401,12 +403,16 @@ class McpBridge(ToolBridge):
         arguments: dict[str, Any],
         progress: ProgressListener | None = None,
         asker: Asker | None = None,
+        *,
+        sendable: bool = False,
     ) -> tuple[dict[str, Any], int]:
-        """The call itself; returns the result and its size as JSON text."""
+        """The call itself; returns the result and its size as JSON text. ``sendable``: as `_admit` found them."""
         try:
             if self.verify_live and self._verified.get((entry.server, entry.tool)) != self.pool.listing(entry.server):
                 await self._verify(entry)
-            result = await self.pool.call(entry.server, entry.tool, arguments, progress=progress, asker=asker)
+            result = await self.pool.call(
+                entry.server, entry.tool, arguments, progress=progress, asker=asker, sendable=sendable
+            )
         except Unsendable as e:  # NaN: before, sent as null (a host caller's, or serve's client)
             raise ToolCallRefused(f"invalid arguments: {e.why}", "invalid_arguments") from None
         except ServerUnavailable as e:

@@ -373,6 +373,7 @@ class ServerPool:
         timeout: float | None = None,
         progress: ProgressListener | None = None,
         asker: Asker | None = None,
+        sendable: bool = False,
     ) -> dict[str, Any]:
         """Call a tool; returns the ``tools/call`` result in wire format (camelCase keys).
 
@@ -391,6 +392,10 @@ class ServerPool:
         ``asker``: answers what the server asks during the call, of the capabilities its ``client_capabilities``
         declare (`tool_tree.server_asks`); without it, such a question is refused. The call's timeout runs meanwhile.
 
+        ``sendable``: the caller found the arguments to hold nothing `tool_tree.sendable.unsendable` refuses, in a pass
+        over them of its own (the bridge's measure of a call, `sandbox.call_limits.CallSize.sendable`): they are not
+        walked again. Otherwise they are checked here, and refused as `Unsendable`.
+
         Raises:
             UnknownServerError: ``server`` is not in the pool.
             ServerUnavailable: the server cannot be started or died before answering the call.
@@ -402,7 +407,8 @@ class ServerPool:
         _check_call(tool, arguments, timeout)
         refuse_async(progress, "progress")
         self._check_loop()
-        await checked(arguments)
+        if not sendable:
+            await checked(arguments)
         slot = self._slot(server)
 
         async def send(client: mcp.Client, remaining: float) -> mt.CallToolResult:

@@ -79,9 +79,16 @@ def unsendable(arguments: Mapping[str, Any]) -> str | None:
     return None
 
 
+def encoder_refuses_long_numbers() -> bool:
+    """Whether Python's JSON encoder, in this process, refuses every whole number `unsendable` refuses (the
+    interpreter's limit of digits is at most `MAX_INT_DIGITS`): then arguments it encodes with ``allow_nan=False``
+    hold no number `unsendable` refuses (`sandbox.call_limits.measure` relies on it too)."""
+    return 0 < getattr(sys, "get_int_max_str_digits", lambda: 0)() <= MAX_INT_DIGITS
+
+
 def _within(arguments: Mapping[str, Any]) -> bool:
     """Whether ``arguments`` surely hold nothing `unsendable` refuses."""
-    if not 0 < getattr(sys, "get_int_max_str_digits", lambda: 0)() <= MAX_INT_DIGITS:
+    if not encoder_refuses_long_numbers():
         return False  # the process reads and writes longer numbers: the encoder does not refuse them
     try:
         json.dumps(arguments, allow_nan=False, default=repr, check_circular=False)

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from sandbox.call_limits import ArgumentsRefused, CallLimits, CallSize, InFlight, measure
+from tool_tree.sendable import MAX_ARGUMENT_DEPTH
 
 LIMITS = CallLimits(bytes=1000, nodes=50, depth=4, in_flight_bytes=2500, in_flight_nodes=120)
 
@@ -57,6 +58,20 @@ def test_arguments_at_the_limits_pass() -> None:
     assert measure({"pad": [0] * 48}, LIMITS).nodes == 50
     assert measure(nested(4), LIMITS).nodes == 5
     assert measure({"t": "x" * 991}, LIMITS).bytes == 1000  # {"t": "…"} around 991 characters
+
+
+def test_the_encoding_that_counts_the_bytes_finds_out_whether_the_arguments_are_sendable_as_they_are() -> None:
+    # One pass for what `tool_tree.sendable.unsendable` finds out again (before, the pool encoded and walked them a
+    # second time); NaN and infinity are measured as before (JSON's NaN), refused later by the pool naming them.
+    rows = {"rows": [{"id": i, "score": i * 1.5} for i in range(10)]}
+    assert measure(rows, LIMITS).sendable and measure({}, LIMITS).sendable
+    for odd in (float("nan"), float("-inf")):
+        size = measure({"rows": [1, odd]}, LIMITS)
+        assert not size.sendable and size.bytes == len(json.dumps({"rows": [1, odd]}))
+    assert not measure(nested(4), CallLimits(depth=MAX_ARGUMENT_DEPTH + 1)).sendable  # deeper than unsendable walks
+    assert measure(nested(4), CallLimits(depth=MAX_ARGUMENT_DEPTH)).sendable
+    with pytest.raises(ArgumentsRefused, match=r"^argument 'n' holds a whole number of more than 4,300 digits"):
+        measure({"n": 10**5000}, CallLimits())  # as before
 
 
 @pytest.mark.parametrize("arguments", [{"s": "\ud800"}, {"o": object()}], ids=["lone_surrogate", "not_json"])

@@ -112,6 +112,30 @@ def test_arguments_a_server_cannot_read_are_refused_on_the_host_naming_the_argum
     assert audit_lines(stream)[0]["outcome"] == "refused"
 
 
+def test_arguments_the_bridge_measured_as_sendable_are_not_walked_again_by_the_pool(
+    tree: Path, pool: BackgroundPool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: the bridge's measure encoded a call's arguments, then the pool encoded and walked them again for what a
+    # server cannot read (a 20,000-row argument: two passes). Arguments holding NaN are still checked there, and
+    # refused naming the argument (above).
+    import tool_tree.pool
+
+    checked: list[dict[str, Any]] = []
+    check = tool_tree.pool.checked
+
+    async def spy(arguments: dict[str, Any]) -> None:
+        checked.append(arguments)
+        await check(arguments)
+
+    monkeypatch.setattr(tool_tree.pool, "checked", spy)
+    bridge, _ = audited(tree, pool)
+    result = call(bridge, pool, "media", "render_chart", {"title": "Q3", "values": [3, 1, 2]})
+    assert not result.get("isError") and checked == []
+    with pytest.raises(ToolCallRefused, match="holds nan, which JSON cannot carry"):
+        call(bridge, pool, "media", "render_chart", {"title": "Q3", "values": [1, float("nan")]})
+    assert len(checked) == 1 and checked[0]["title"] == "Q3"  # the pool checked it: not measured sendable
+
+
 def test_budgets_stop_a_runaway_script_and_reset_per_execution(tree: Path, pool: BackgroundPool) -> None:
     bridge = McpBridge(tree, pool.pool, budgets=Budgets(calls=2))
     for _ in range(2):
