@@ -131,7 +131,12 @@ CASES = [
     Case(
         "oversized_images",
         "four show_image() of 3 MiB each (each under the per-image limit)",
-        "import os\npng = b'\\x89PNG\\r\\n\\x1a\\n' + os.urandom(3 * 1024 * 1024)\n"
+        "import os, zlib\n"
+        "def chunk(kind, data):\n"
+        "    return len(data).to_bytes(4, 'big') + kind + data + zlib.crc32(kind + data).to_bytes(4, 'big')\n"
+        "png = (b'\\x89PNG\\r\\n\\x1a\\n' + chunk(b'IHDR', bytes.fromhex('00000001000000010802000000'))\n"
+        "    + chunk(b'tEXt', b'pad\\x00' + os.urandom(3 * 1024 * 1024)) + chunk(b'IDAT', zlib.compress(b''))\n"
+        "    + chunk(b'IEND', b''))  # a whole PNG: the host leaves out one that only starts as a PNG\n"
         "for _ in range(4):\n    show_image(png)\nprint('shown')",
     ),
 ]

@@ -3,7 +3,7 @@
 The container's report is hostile input: every field is type-checked and capped, text is
 cleaned of terminal escape sequences and control characters (invalid UTF-8 was already
 replaced by the supervisor's decoder, and JSON cannot carry invalid UTF-8 past the frame
-parser), images are decoded strictly and must be the image type their bytes say they are
+parser), images are decoded strictly and must be the image type their bytes say they are, with whole headers
 (`ImageBudget`: the rules an MCP tool's images are held to as well, in direct mode and passthrough).
 
 (Over 400 lines: the result, the cleaning of its text and the checks of its images are one boundary, read together.)
@@ -18,6 +18,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any
 
+from sandbox._supervisor.image_check import check_image
 from sandbox._supervisor.limits import (
     MAX_ERROR_CHARS,
     MAX_IMAGE_BYTES,
@@ -184,7 +185,9 @@ class ImageBudget:
 
     The first `MAX_IMAGES` images are looked at. Each must be strict base64 (``validate=True``) of at most
     `API_MAX_IMAGE_BASE64` characters (the Messages API's limit per image), of a type in `IMAGE_TYPES`, whose
-    bytes start as that type's must, at most `API_MAX_IMAGE_SIDE` pixels a side when its header says; all
+    bytes start as that type's must and hold its whole headers (`sandbox._supervisor.image_check`: the API
+    refuses a corrupt image, "Could not process image", on every later request too), at most
+    `API_MAX_IMAGE_SIDE` pixels a side; all
     of a result's together at most `MAX_IMAGES_TOTAL_BYTES`, charged before decoding
     (so a result decodes at most that much, valid or not). Other binary data (audio, a resource's blob) is
     charged to the same total (`take_binary`). What is refused comes back as a one-line note saying why;
@@ -216,7 +219,9 @@ class ImageBudget:
             return raw
         if not image_type_matches(raw, str(mime)):
             return f"[an image whose bytes are not {mime} was left out]"
-        dims = image_size(raw, str(mime))
+        problem, dims = check_image(raw, str(mime))
+        if problem is not None:
+            return f"[an image was left out: {problem}]"
         if dims is not None and max(dims) > API_MAX_IMAGE_SIDE:
             return (
                 f"[an image of {dims[0]:,}×{dims[1]:,} pixels was left out: the API takes at most "

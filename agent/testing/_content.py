@@ -17,8 +17,10 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 def check_content(body: Any) -> str | None:
     """What the real API refuses in the content of ``body``'s messages (400 invalid_request_error), or None:
     a string holding a lone surrogate (invalid JSON to the API), a text block empty or of white space only, an
-    image that is not base64 of a PNG, JPEG, GIF or WebP that is one, over 5 MB of base64 or 8,000 pixels a
+    image that is not base64 of a PNG, JPEG, GIF or WebP that is one (with whole headers: "Could not process
+    image"), over 5 MB of base64 or 8,000 pixels a
     side (2,000 when the request holds more than 20 images), more than 100 images in a request."""
+    from sandbox._supervisor.image_check import check_image
     from sandbox.results import IMAGE_TYPES, image_size, image_type_matches
 
     if _has_surrogate(body):
@@ -56,6 +58,8 @@ def check_content(body: Any) -> str | None:
             return f"{where}.source.base64.data: The image data is not valid base64"
         if not image_type_matches(raw, media):
             return f"{where}.source.base64.data: Image does not match the provided media type {media}"
+        if check_image(raw, media)[0] is not None:  # the real API decodes it; the fake reads its headers
+            return "Could not process image"
         images.append((where, image_size(raw, media)))
     if len(images) > _IMAGES_MAX:
         return f"messages: Too many images in the request: {len(images)} > {_IMAGES_MAX}"

@@ -11,8 +11,9 @@ import pytest
 from agent import content as content_module
 from agent.content import MAX_BLOCKS, MAX_RESULT_CHARS, mcp_result_blocks
 from sandbox._supervisor.limits import MAX_IMAGE_BYTES, MAX_IMAGES, MAX_IMAGES_TOTAL_BYTES, base64_size
+from tests.servers.content_server import png
 
-PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(64)).decode()
+PNG = png(8, 8, 64)
 ESCAPES = "A\x1b]52;c;cHduZWQ=\x07B\x1b[2J\x1b[31mRED\u202eevil\x9b31m\r\x08\x08fake"
 CLEANED = "ABREDevil\nfake"
 
@@ -42,7 +43,7 @@ def test_an_image_over_the_apis_limit_and_images_past_the_count_are_left_out_wit
 def test_images_are_held_to_the_rules_of_a_scripts_images() -> None:
     # Before: five images of 3,900,008 bytes all went to the model (26 MB of base64, near the API's 32 MB
     # request), and so did base64 valid only in its first 64 characters (only those were decoded).
-    large = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(3_900_000)).decode()
+    large = png(10, 10, 3_900_000)
     blocks = mcp_result_blocks({"content": [{"type": "image", "mimeType": "image/png", "data": large}] * 5})
     assert [b["type"] for b in blocks] == ["image"] * 2 + ["text"] * 3
     assert sum(len(b["source"]["data"]) for b in blocks if b["type"] == "image") <= base64_size(MAX_IMAGES_TOTAL_BYTES)

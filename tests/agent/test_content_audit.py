@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import base64
 import json
-import struct
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +19,7 @@ from agent.testing import FakeMessagesAPI, reply, tool_use
 from agent.testing._server import check_content
 from sandbox.host import Runtime
 from sandbox.results import image_size, parse_execution
+from tests import image_samples
 from tests.agent.test_loop import tool_results
 from tests.servers.content_server import png
 from tool_tree.config import load_config
@@ -51,6 +51,7 @@ def test_the_fake_api_refuses_the_content_the_real_one_does() -> None:
         "6 MB of base64": [api_image(png(10, 10, 4_500_000))],
         "9000 px": [api_image(png(9_000, 10))],
         "bytes not png": [api_image(base64.b64encode(b"<html>").decode())],
+        "a signature alone": [api_image(base64.b64encode(b"GIF89a" + bytes(30)).decode(), "image/gif")],
         "svg": [api_image(SMALL, "image/svg+xml")],
         "21 images of 2001 px": [api_image(png(2_001, 10))] * 21,
         "101 images": [api_image(SMALL)] * 101,
@@ -79,16 +80,14 @@ def test_an_image_wider_than_the_api_takes_is_a_note() -> None:
 
 
 def test_image_sizes_are_read_from_every_types_header() -> None:
-    gif = b"GIF89a" + struct.pack("<HH", 8_001, 3)
-    jpeg = b"\xff\xd8\xff\xe0\x00\x10" + bytes(14) + b"\xff\xc0\x00\x11\x08" + struct.pack(">HH", 600, 9_001)
-    vp8x = b"RIFF\x00\x00\x00\x00WEBPVP8X" + bytes(8) + (8_999).to_bytes(3, "little") + (1).to_bytes(3, "little")
-    vp8l = b"RIFF\x00\x00\x00\x00WEBPVP8L" + bytes(5) + struct.pack("<I", (99 << 14) | 199)
+    gif, jpeg = image_samples.gif(8_001, 3), image_samples.jpeg(9_001, 600)
+    vp8x, vp8l = image_samples.webp_extended(9_000, 2), image_samples.webp_lossless(200, 100)
     assert image_size(base64.b64decode(png(7, 9)), "image/png") == (7, 9)
     assert image_size(gif, "image/gif") == (8_001, 3)
     assert image_size(jpeg, "image/jpeg") == (9_001, 600)
     assert image_size(vp8x, "image/webp") == (9_000, 2)
     assert image_size(vp8l, "image/webp") == (200, 100)
-    assert image_size(b"\xff\xd8\xff", "image/jpeg") is None  # a header cut short: not refused for it
+    assert image_size(b"\xff\xd8\xff", "image/jpeg") is None  # a header cut short
     gif_b64 = base64.b64encode(gif).decode()
     assert "8,001×3 pixels" in mcp_result_blocks({"content": [image(gif_b64, "image/gif")]})[0]["text"]
 
@@ -180,13 +179,21 @@ def content_runtime(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[
         ("audio", ["text:[audio (2.9 KB, audio/wav) not shown"]),
         ("resource_image", ["image"]),
         ("mime_params", ["image"]),
+        (
+            "corrupt_images",
+            [
+                "text:[an image was left out: the GIF's logical screen is 0×0 pixels]",
+                "text:[an image was left out: the PNG's IHDR chunk is corrupt (CRC mismatch)]",
+            ],
+        ),
     ],
 )
 def test_a_direct_run_gives_the_model_what_the_api_takes_and_a_note_for_the_rest(
     content_runtime: tuple[Path, Runtime], case: str, expected: list[str]
 ) -> None:
-    # Before: big_image, wide_image and blank_text made the next request a 400 (the run failed); audio lost its
-    # type and size; resource_image and mime_params were not shown.
+    # Before: big_image, wide_image, blank_text and corrupt_images made the next request a 400 (the run failed; for
+    # corrupt_images "Could not process image", its bytes starting as a GIF's and a PNG's must); audio lost its type
+    # and size; resource_image and mime_params were not shown.
     config, runtime = content_runtime
     tree = config.parent / "tree"
     with FakeMessagesAPI([reply(tool_use("content__show", {"case": case})), reply("Seen.")]) as api:

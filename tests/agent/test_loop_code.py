@@ -16,6 +16,7 @@ from agent.testing import FakeMessagesAPI, reply, tool_use
 from sandbox.host import Runtime
 from tests.agent.conftest import Project
 from tests.agent.test_loop import assert_cache_stable, tool_results
+from tests.image_samples import png_expression
 
 COPY_TRANSCRIPT = """\
 from servers.docs import get_document
@@ -120,8 +121,8 @@ def _saved_output(body: dict[str, Any]) -> str:
 @pytest.mark.docker
 def test_the_images_of_one_reply_share_the_caps_of_one_result(project: Project, sandboxed: Runtime) -> None:
     # Before: each execution's images at its own cap, summed (20 such executions: 224 MB of base64, 1 GB RSS).
-    png = "b'\\x89PNG\\r\\n\\x1a\\n' + os.urandom(3 * 2**20)"  # 3 MiB that start as a PNG must
-    code = f"import os\nfor _ in range(2):\n    show_image({png})\nprint('shown')"
+    png = png_expression(3 * 2**20)  # a whole PNG of 3 MiB
+    code = f"for _ in range(2):\n    show_image({png})\nprint('shown')"
     with FakeMessagesAPI([reply(*[tool_use("execute_python", {"code": code})] * 3), reply("Seen.")]) as api:
         result = code_agent(project, api, sandboxed).run("Show them")
     executed = tool_results(api.requests[1])

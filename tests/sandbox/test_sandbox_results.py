@@ -6,9 +6,10 @@ import base64
 from typing import Any
 
 from sandbox.results import ToolCallRecord, clean_text, image_type_matches, note_label, parse_execution
+from tests.servers.content_server import png
 from tool_tree.text import clean
 
-PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 20
+PNG = base64.b64decode(png(4, 4))
 
 
 def report(**fields: Any) -> dict[str, Any]:

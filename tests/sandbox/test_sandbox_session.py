@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from sandbox import DockerBackend, Sandbox, SandboxConfig, SessionError, ToolBridge, ToolCallRefused
+from tests.image_samples import png_expression
 from tests.support import TEST_OWNER
 
 pytestmark = pytest.mark.docker
@@ -546,7 +547,7 @@ def test_show_image_refuses_an_image_the_api_would_refuse_for_its_size(shared: S
         "smaller (fewer pixels, or as JPEG)"
     )
     assert refused.images == []
-    taken = shared.execute(code.format(n=3 * 1024 * 1024))
+    taken = shared.execute(f"show_image({png_expression(3 * 1024 * 1024)})")  # a whole PNG of 3 MiB
     assert taken.error is None and len(taken.images) == 1
 
 

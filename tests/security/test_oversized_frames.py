@@ -19,10 +19,11 @@ from sandbox._supervisor.limits import MAX_IMAGES_TOTAL_BYTES, MAX_READ_BYTES
 from sandbox.channel import SupervisorChannel
 from sandbox.docker_backend import DockerConnection
 from tests.docker_cli import EngineWithCLI
+from tests.image_samples import png_expression
 
 pytestmark = pytest.mark.docker
 
-PNG_3_MIB = "b'\\x89PNG\\r\\n\\x1a\\n' + b'\\0' * (3 * 1024 * 1024 - 8)"
+PNG_3_MIB = png_expression(3 * 1024 * 1024 - 81)  # a whole PNG of 3 MiB
 
 
 class Recorder:

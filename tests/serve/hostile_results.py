@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import base64
 import json
+import struct
 import sys
+import zlib
 
 PNG = b"\x89PNG\r\n\x1a\n"
 ESCAPES = "A\x1b]52;c;cHduZWQ=\x07B\x1b[2J\x1b[31mRED\u202eevil\x9b31m\r\x08\x08fake"
@@ -20,7 +22,14 @@ TOOL = {
 
 
 def png(size: int) -> str:
-    return base64.b64encode(PNG + bytes(size)).decode()
+    """Base64 of a whole 1 × 1 PNG of about ``size`` bytes (a ``tEXt`` chunk of zeros makes up the rest)."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = chunk(b"IHDR", struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0))
+    body = header + chunk(b"tEXt", b"pad\x00" + bytes(size)) + chunk(b"IDAT", zlib.compress(b"")) + chunk(b"IEND", b"")
+    return base64.b64encode(PNG + body).decode()
 
 
 def image(data: str, mime: str = "image/png") -> str:

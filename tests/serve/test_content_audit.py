@@ -54,6 +54,11 @@ def test_a_passthrough_image_the_api_would_refuse_is_a_note_in_its_place(upstrea
     assert texts(*upstream, "wide_image") == [
         "[an image of 9,000×10 pixels was left out: the API takes at most 8,000 on a side; show it smaller]"
     ]
+    # Before: forwarded, though only their signatures were images ("Could not process image" from the API).
+    assert texts(*upstream, "corrupt_images") == [
+        "[an image was left out: the GIF's logical screen is 0×0 pixels]",
+        "[an image was left out: the PNG's IHDR chunk is corrupt (CRC mismatch)]",
+    ]
     assert texts(*upstream, "audio") == ["audio"]  # the client's to show or not: kept, within the byte budget
     assert texts(*upstream, "resource_image") == ["resource"]
 

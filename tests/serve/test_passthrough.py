@@ -25,10 +25,11 @@ from agent.serve.passthrough import Passthrough
 from sandbox._supervisor.limits import MAX_IMAGES, MAX_IMAGES_TOTAL_BYTES
 from sandbox.config import SandboxConfig
 from sandbox.host import Runtime
+from tests.servers.content_server import png
 from tests.support import raw_server_tree
 
 HOSTILE = Path(__file__).with_name("hostile_results.py")
-PNG = b"\x89PNG\r\n\x1a\n"
+PNG = base64.b64decode(png(1, 1))
 
 ESCAPES = "\x1b]52;c;cHduZWQ=\x07\x1b[2J\x1b[1;31mRED\x1b[0m\u202etxt.exe\x9b2J"
 TOOLS = [
@@ -157,13 +158,13 @@ def test_images_are_held_to_the_rules_of_a_scripts_images(hostile: tuple[Passthr
     ]
     content, _ = send(hostile, "many_images")
     assert [b["type"] for b in content] == ["image"] * MAX_IMAGES + ["text"]
-    assert all(base64.b64decode(b["data"], validate=True).startswith(PNG) for b in content[:-1])
+    assert all(base64.b64decode(b["data"], validate=True).startswith(PNG[:8]) for b in content[:-1])
     assert f"{500 - MAX_IMAGES} images past the first {MAX_IMAGES} left out" in content[-1]["text"]
 
 
 def test_images_are_kept_up_to_the_total_of_a_scripts_images() -> None:
     # Before: all three kept here, and the result (16 MiB of JSON) then refused whole; a script may show 8 MiB.
-    half = base64.b64encode(PNG + bytes(MAX_IMAGES_TOTAL_BYTES * 45 // 100 - len(PNG))).decode()  # 5 MB as base64
+    half = png(1, 1, MAX_IMAGES_TOTAL_BYTES * 45 // 100 - 33)  # 5 MB as base64
     image = {"type": "image", "data": half, "mimeType": "image/png"}
     out = capped({"content": [image, image, image]}, 100)
     assert out is not None

@@ -4,7 +4,7 @@
 
 ``show(case)`` answers the result named by ``case`` (see `CASES`) as a ``CallToolResult``, so what the
 client gets is what the SDK writes for that content: images the Messages API refuses (over 5 MB of base64,
-wider than 8,000 pixels), a text of white space only, audio, an image sent as an embedded resource, a MIME
+wider than 8,000 pixels, corrupt ones), a text of white space only, audio, an image sent as an embedded resource, a MIME
 type with parameters and in upper case.
 """
 
@@ -29,10 +29,17 @@ server = MCPServer("content", log_level="WARNING")
 
 
 def png(width: int, height: int, padding: int = 0) -> str:
-    """Base64 of a PNG signature and header stating ``width`` × ``height``, then ``padding`` zero bytes."""
-    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    chunk = struct.pack(">I", 13) + b"IHDR" + header + struct.pack(">I", zlib.crc32(b"IHDR" + header))
-    return base64.b64encode(b"\x89PNG\r\n\x1a\n" + chunk + bytes(padding)).decode()
+    """Base64 of a PNG whose header states ``width`` × ``height``, whose chunks are whole (IHDR, a ``tEXt`` chunk
+    of ``padding`` zero bytes when there are any, IDAT, IEND), and whose image data is a token: nothing here decodes
+    the pixels."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+    pad = chunk(b"tEXt", b"pad\x00" + bytes(max(0, padding - 48))) if padding else b""  # as many bytes in all
+    body = header + pad + chunk(b"IDAT", zlib.compress(b"")) + chunk(b"IEND", b"")
+    return base64.b64encode(b"\x89PNG\r\n\x1a\n" + body).decode()
 
 
 SMALL = png(10, 10)
@@ -46,6 +53,11 @@ CASES: dict[str, list[ContentBlock]] = {
         EmbeddedResource(resource=BlobResourceContents(uri="file:///chart.png", blob=SMALL, mime_type="image/png"))
     ],
     "mime_params": [ImageContent(data=SMALL, mime_type="IMAGE/PNG; charset=x")],
+    # images whose signature is right and nothing after it: the API cannot process them
+    "corrupt_images": [
+        ImageContent(data=base64.b64encode(b"GIF89a" + bytes(30)).decode(), mime_type="image/gif"),
+        ImageContent(data=SMALL[:40] + "AAAA" + SMALL[44:], mime_type="image/png"),  # the IHDR's CRC is wrong
+    ],
 }
 
 
