@@ -12,6 +12,7 @@ import stat
 from collections.abc import Iterator
 from typing import Any
 
+from .image_check import check_image
 from .limits import MAX_IMAGE_BYTES
 
 _MAGIC: tuple[tuple[bytes, str], ...] = (
@@ -136,7 +137,8 @@ def images_of(image: Any) -> Iterator[tuple[bytes, str]]:
     or tuple of these (not nested).
 
     Raises:
-        ValueError: not a supported image, or too large; a tool result or a list without an image.
+        ValueError: not a supported image, too large, or its headers not whole (`image_check`: "the PNG's IHDR
+            chunk is corrupt (CRC mismatch)"); a tool result or a list without an image.
         TypeError: an argument of an unsupported kind.
         OSError: the file cannot be read.
     """
@@ -170,4 +172,9 @@ def images_of(image: Any) -> Iterator[tuple[bytes, str]]:
         raise ValueError("show_image(): the data is not a PNG, JPEG, GIF or WebP image")
     if len(data) > MAX_IMAGE_BYTES:
         raise _too_large(f"the image is {len(data):,} bytes")
+    problem, _ = check_image(data, mime)
+    if problem is not None:
+        # Before: anything starting with a signature was shown (b'GIF89a' + bytes(30) as an image/gif), and the
+        # Messages API then refused the conversation ("Could not process image"), where the script could not act.
+        raise ValueError(f"show_image(): {problem}")
     yield data, mime

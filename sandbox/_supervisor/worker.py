@@ -293,8 +293,8 @@ def show_image(image: Any) -> None:
     printed).
 
     Raises:
-        ValueError: not a supported image, too large, or too many images in one execution; a tool result or a
-            list without an image.
+        ValueError: not a supported image, its headers not whole ("the GIF's logical screen is 0×0 pixels"), too
+            large, or too many images in one execution; a tool result or a list without an image.
         TypeError: an argument of an unsupported kind.
         OSError: the file cannot be read.
     """

@@ -1,18 +1,22 @@
 """What ``show_image`` says of an image it refuses for its size or for their number says what to do: show it smaller,
 or show the others from the next execution. Before: "5881918 bytes is over the 3932160-byte limit" and "at most 8
-images per execution", and the model was left to guess.
+images per execution", and the model was left to guess. An image whose headers are not whole is refused saying what
+is wrong with them.
 
 In-process: the refusals come before anything is sent, so the worker's connection is a stand-in that counts.
 """
 
 from __future__ import annotations
 
+import base64
 from pathlib import Path
 
 import pytest
 
 from sandbox._supervisor import worker
 from sandbox._supervisor.limits import MAX_IMAGE_BYTES, MAX_IMAGES
+from tests import image_samples
+from tests.servers.content_server import png
 
 PNG_HEAD = b"\x89PNG\r\n\x1a\n"
 SMALLER = "over the 3,932,160 bytes one image may have: show it smaller (fewer pixels, or as JPEG)"
@@ -42,8 +46,34 @@ def test_an_image_past_the_count_says_to_show_the_others_from_the_next_execution
 ) -> None:
     monkeypatch.setattr(worker, "_connection", Counted(MAX_IMAGES))
     with pytest.raises(ValueError) as refused:
-        worker.show_image(PNG_HEAD + bytes(16))
+        worker.show_image(base64.b64decode(png(4, 4)))
     assert str(refused.value) == (
         "show_image(): at most 8 images per execution: show the others from the next one (its variables are kept), or "
         "put several in one image"
     )
+
+
+@pytest.mark.parametrize(
+    ("image", "said"),
+    [
+        (b"GIF89a" + bytes(30), "the GIF's logical screen is 0×0 pixels"),
+        (PNG_HEAD + bytes(30), "the PNG does not begin with its IHDR chunk"),
+        (
+            base64.b64decode(png(4, 4))[:29] + bytes(4) + base64.b64decode(png(4, 4))[33:],
+            "the PNG's IHDR chunk is corrupt (CRC mismatch)",
+        ),
+        (image_samples.jpeg(7, 6)[:-2], "the JPEG is cut short (no end-of-image marker after its image data)"),
+        (b"RIFF\x00\x00\x00\x00WEBPVP8 " + bytes(20), "the WebP's RIFF header says 8 bytes, not its 36"),
+    ],
+)
+def test_an_image_whose_headers_are_not_whole_is_refused_saying_what_is_wrong(
+    image: bytes, said: str, tmp_path: Path
+) -> None:
+    # Before: anything that began with a signature was shown, and the Messages API refused the conversation from then
+    # on ("Could not process image"); the host now leaves such an image out, so the script hears of it here, where it
+    # can still act on it. Refused before anything is sent, so this runs in-process.
+    (tmp_path / "image").write_bytes(image)
+    for value in (image, str(tmp_path / "image"), {"type": "image", "data": base64.b64encode(image).decode()}):
+        with pytest.raises(ValueError) as refused:
+            worker.show_image(value)
+        assert str(refused.value) == f"show_image(): {said}"
