@@ -125,7 +125,7 @@ def test_the_note_of_an_output_saved_only_in_part_says_how_much_the_file_holds()
 def test_a_hostile_report_is_capped_and_its_odd_path_dropped() -> None:
     stream = {"head": "x" * 1_000_000, "tail": "y" * 1_000_000, "truncated": True, "bytes": -5, "path": "/etc/passwd"}
     result = parse_execution(
-        report(stdout=stream, exit_status=10**9, error=["not", "text"], traceback="t" * 10**6),
+        report(stdout=stream, exit_status=10**30, error=["not", "text"], traceback="t" * 10**6),
         max_chars=1000,
         duration=0.1,
         tool_calls=[],
@@ -133,7 +133,7 @@ def test_a_hostile_report_is_capped_and_its_odd_path_dropped() -> None:
     assert len(result.stdout) < 1200
     assert "\n\n[... stdout cut; the rest could not be saved ...]\n\n" in result.stdout
     assert result.stdout_path is None
-    assert result.exit_status == 1 and result.error == "exit status 1"
+    assert result.exit_status == 1 and result.error == "exit status 1"  # past a C long: no exit code of a script
     assert result.traceback is not None and len(result.traceback) <= 20_000
 
 
