@@ -68,8 +68,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "the servers in the background (see --regenerate-first, --no-regenerate). A server that fails is named "
         "with its error and keeps its stubs from before (a new tree has none of its tools); when every server "
         "fails while the tree is generated before serving (missing, or --regenerate-first), nothing is written "
-        "or served. Exit 0 when the client disconnected or a signal stopped it, 2 for usage "
-        "errors, 3 when the tree could not be generated or every server failed, 4 when the sandbox cannot run, "
+        "or served. Exit 0 when the client disconnected or a signal stopped it, 2 for usage errors, 3 when the tree "
+        "could not be generated or every server failed, 4 when an engine answers but cannot run the sandbox (with no "
+        "engine, serve starts: each execute_python says so and tries it again), "
         f"{UNEXPECTED_HELP}, 128 + the signal's number when a signal stopped the tree's generation before serving "
         "(129 SIGHUP, 130 SIGINT, 143 SIGTERM).",
     )

@@ -59,6 +59,8 @@ CANCEL_RESTARTED = f"a cancelled script did not stop when interrupted, so {RESTA
 """Said once, in front of the session's next result, after a cancelled execution whose interpreter was restarted
 (before: its result, which said so, was dropped with the cancel, and the next script found its variables gone
 without a word)."""
+NO_ENGINE_RETRIED = "the next execute_python tries the engine again; list_files, read_file and search_tools need none"
+"""After the engine's error (how to start it) in the result of an ``execute_python`` that found no engine."""
 HANDOVER_RETRY = 0.05
 """Seconds between tries to stop a script handed to the sandbox that has not begun there yet."""
 WAIT_SAID = 1.0
@@ -361,7 +363,7 @@ class ClientSession:
         arrives while it starts is applied before the script would be handed over."""
         from agent.toolsets.code import unknown_arguments
         from agent.toolsets.tree_changed import missed_servers
-        from sandbox.errors import SandboxError
+        from sandbox.errors import EngineUnavailableError, SandboxError
         from tool_tree.pool import PoolError
 
         code = arguments.get("code")
@@ -373,6 +375,8 @@ class ClientSession:
             runtime = self.opened()
             runtime.sandbox.start()  # a no-op once started
             bridge = runtime.bridge  # one execution at a time: the script's calls are this one's
+        except EngineUnavailableError as e:  # Docker started later is found by the next call: serve needs no restart
+            return error(f"execute_python failed: the sandbox could not start: {e}; {NO_ENGINE_RETRIED}")
         except (SandboxError, PoolError) as e:
             return error(f"execute_python failed: the sandbox or the servers could not start: {e}")
         with self._state:

@@ -91,6 +91,11 @@ none: a script may call any tool, which is what MCP assumes of a tool without th
 Before, none had any: a client that runs the read-only calls of one turn at once (Claude Code) ran each of them
 after the other, and one that asks before a tool that may change something asked for each."""
 READ_ONLY_TOOLS = ("list_files", "read_file", "search_tools")
+NO_ENGINE = (
+    "tooltree serve: %s; serving without a sandbox until one answers: list_files, read_file, search_tools and the "
+    "passthrough tools work, and each execute_python says this and tries the engine again (no restart needed)"
+)
+"""The warning of a serve that found no engine at start (`ToolServer.__aenter__`), the engine's error in it."""
 
 
 def mcp_tool(definition: dict[str, Any]) -> types.Tool:
@@ -208,10 +213,16 @@ class ToolServer(_ServedTree):
     async def __aenter__(self) -> ToolServer:
         """Open the audit log, warm the sandboxes (``settings.warm``) and start ending idle sessions.
 
+        When no engine answers (Docker not installed or not started, ``DOCKER_HOST`` wrong), it serves all the same,
+        with a warning (`NO_ENGINE`): the tree, search and passthrough tools need none, and each ``execute_python``
+        says the engine's error and tries it again (the pool starts at the first call that finds it). Before, serve
+        exited 4 and a client showed only "Connection closed".
+
         Raises:
-            SandboxError: the sandboxes cannot run (no engine, no image).
+            SandboxError: the engine answers and cannot run the sandboxes (it cannot confine them, no image).
         """
         from sandbox.docker_backend import DockerBackend
+        from sandbox.errors import EngineUnavailableError
         from sandbox.mcp_bridge import AuditLog
         from sandbox.pool import SandboxPool
 
@@ -219,7 +230,10 @@ class ToolServer(_ServedTree):
             self._audit = AuditLog(self.audit_path)
         if self.settings.warm > 0:
             pool = SandboxPool(size=self.settings.warm, config=self.sandbox_config, tree=self.tree)
-            await anyio.to_thread.run_sync(pool.start)
+            try:
+                await anyio.to_thread.run_sync(pool.start)
+            except EngineUnavailableError as e:  # started by the first session's `acquire` once an engine answers
+                logger.warning(NO_ENGINE, e)
             self.sandbox_pool = pool
         else:  # the engine is not asked anything until a session starts a sandbox
             self.sandbox_backend = DockerBackend(self.sandbox_config, tree=self.tree)

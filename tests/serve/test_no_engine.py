@@ -1,0 +1,60 @@
+"""`tooltree serve` started where no Docker engine answers (not installed, not started, ``DOCKER_HOST`` wrong): it
+serves the tree and search, each ``execute_python`` answers with the engine's error and how to start it, and a script
+runs once an engine answers, with no restart."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.serve.conftest import Serve
+from tests.serve.raw_stdio import RawStdio
+
+pytestmark = pytest.mark.docker
+
+
+@pytest.fixture
+def short_folder() -> Iterator[Path]:
+    """A folder with a short path, for a unix socket (its path must stay under 108 bytes)."""
+    with tempfile.TemporaryDirectory(prefix="serve-", dir="/tmp") as folder:
+        yield Path(folder)
+
+
+def call(stdio: RawStdio, request: int, name: str, arguments: dict[str, Any]) -> tuple[bool, str]:
+    """A ``tools/call`` of ``name``: whether it is an error, and its text."""
+    stdio.send({"id": request, "method": "tools/call", "params": {"name": name, "arguments": arguments}})
+    result = stdio.wait_for(lambda m: m.get("id") == request, f"the result of {name}")["result"]
+    return bool(result.get("isError")), "\n".join(block["text"] for block in result["content"])
+
+
+def test_serve_without_an_engine_serves_the_tree_and_runs_a_script_once_the_engine_answers(
+    make_serve: Callable[..., Serve], short_folder: Path
+) -> None:
+    # Before: serve exited 4 at start ("the sandbox cannot run: no Docker engine answers …"), and the client showed
+    # only "Connection closed".
+    from sandbox._docker import engine_address
+
+    engine = engine_address()
+    if not engine.startswith("unix://"):
+        pytest.skip(f"the engine is reached here through a local socket; it is at {engine}")
+    socket = short_folder / "engine.sock"  # nothing there yet: no engine answers
+    serve = make_serve(env={"DOCKER_HOST": f"unix://{socket}"})  # one warm sandbox, as by default
+    with RawStdio(serve.argv(), serve.env()) as stdio:
+        stdio.initialize()
+        stdio.wait_for_stderr(f"no Docker engine answers at unix://{socket}")
+        listed = call(stdio, 2, "list_files", {"path": "servers"})
+        found = call(stdio, 3, "search_tools", {"query": "get a record"})
+        refused = call(stdio, 4, "execute_python", {"code": "print(6 * 7)"})
+        socket.symlink_to(engine.removeprefix("unix://"))  # the user starts Docker
+        ran = call(stdio, 5, "execute_python", {"code": "print(6 * 7)"})
+    assert listed[0] is False and "crm/" in listed[1]
+    assert found[0] is False and "crm.get_record" in found[1]
+    assert refused[0] is True
+    assert refused[1].startswith(f"execute_python failed: the sandbox could not start: no Docker engine answers at "
+                                 f"unix://{socket}")  # fmt: skip
+    assert "Start Docker" in refused[1] and "the next execute_python tries the engine again" in refused[1]
+    assert ran == (False, "42")
