@@ -131,7 +131,8 @@ class ToolServer(_ServedTree):
         tree: the generated tree.
         settings: the ``serve:`` settings.
         sandbox_config: limits of the sandboxes.
-        workspace: a host folder restored into each session's ``/workspace`` and saved back when it ends.
+        workspace: a host folder restored into each session's ``/workspace`` and saved back when it ends (a relative
+            one is taken from the working folder, and named by its absolute path).
         audit: a file that gets one JSON line per tool call of every session.
 
     Raises:
@@ -153,7 +154,8 @@ class ToolServer(_ServedTree):
         self.tree = Path(tree)
         self.settings = settings
         self.sandbox_config = sandbox_config
-        self.workspace = Path(workspace) if workspace is not None else None
+        # Absolute: serve's log and the sessions' notes name it to readers who do not know serve's working folder.
+        self.workspace = Path(workspace).absolute() if workspace is not None else None
         self.audit_path = Path(audit) if audit is not None else None
         self._pinned_said: set[str] = set()
         self._reloading = threading.RLock()

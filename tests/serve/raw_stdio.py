@@ -6,6 +6,7 @@ import json
 import subprocess
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,9 +19,16 @@ WAIT = 90.0
 class RawStdio:
     """`tooltree serve` spoken to line by line, to control exactly when stdin closes."""
 
-    def __init__(self, argv: list[str], env: dict[str, str], long_script: str = "import time\ntime.sleep(600)") -> None:
+    def __init__(
+        self,
+        argv: list[str],
+        env: dict[str, str],
+        long_script: str = "import time\ntime.sleep(600)",
+        *,
+        cwd: str | Path = REPO,
+    ) -> None:
         self.proc = subprocess.Popen(
-            argv, env=env, cwd=REPO, text=True,
+            argv, env=env, cwd=cwd, text=True,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         )  # fmt: skip
         self.long_script = long_script

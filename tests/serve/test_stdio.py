@@ -133,6 +133,20 @@ def test_closing_stdin_mid_execution_saves_the_workspace_and_says_on_stderr_why_
     assert containers(serve.owner) == []
 
 
+def test_a_relative_workspace_is_named_on_stderr_by_its_absolute_path(
+    make_serve: Callable[..., Serve], tmp_path: Path
+) -> None:
+    # Whoever reads the log the client keeps does not know serve's working folder: before, "the workspace saved into
+    # ws". No call is made, so no sandbox starts.
+    serve = make_serve(extra=["--workspace", "ws", "--warm", "0"])
+    with RawStdio(serve.argv(), serve.env(), cwd=tmp_path) as raw:
+        raw.initialize()
+        assert raw.close_stdin() == 0
+    said = [line.rstrip("\n") for line in raw.stderr if line.startswith("tooltree serve: ")]
+    assert said[0].endswith(f"(a running script is stopped, the workspace saved into {tmp_path / 'ws'}, the sandbox "
+                            "and the servers end)"), said  # fmt: skip
+
+
 def test_sigterm_mid_execution_stops_the_sandbox_and_the_upstream_servers(make_serve: Callable[..., Serve]) -> None:
     serve = make_serve()
     with RawStdio(serve.argv(), serve.env(), RUNNING_SCRIPT) as raw:
