@@ -7,6 +7,7 @@ changes during it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -35,3 +36,10 @@ def render(name: str, **variables: Any) -> str:
         jinja2.TemplateError: the template is missing or uses a variable that was not given.
     """
     return _environment().get_template(name).render(**variables).strip() + "\n"
+
+
+def sandbox_holds(packages: Sequence[str] = ()) -> str:
+    """What the sandbox has, said to a model that would otherwise ``import numpy`` or ``urlopen`` and try again: no
+    network, and Python's standard library (with the ``packages`` of ``sandbox.pip_packages``, as they are given)."""
+    added = f" and {', '.join(packages)}." if packages else " (no third-party packages)."
+    return "The sandbox has no network, and only Python's standard library" + added

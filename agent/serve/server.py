@@ -59,6 +59,7 @@ from tool_tree.held_values import HeldValues
 from tool_tree.starts import StartGate, start_jobs
 
 if TYPE_CHECKING:
+    from agent.toolsets.code import CodeToolset
     from sandbox.bridge import CallCancel
     from sandbox.config import SandboxConfig
     from sandbox.docker_backend import DockerBackend
@@ -67,6 +68,7 @@ if TYPE_CHECKING:
     from sandbox.pool import SandboxPool
     from tool_tree.config import Config
     from tool_tree.server_asks import Asker
+    from tool_tree.tree import Manifest
 
 logger = logging.getLogger(__name__)
 
@@ -209,6 +211,12 @@ class ToolServer(_ServedTree):
         """Given a server's name, the seconds until `tooltree serve` regenerates its part of the tree, as the server
         said its tools changed (0: under way; None: none is due; `tooltree_cli.serve_follow.Follow.due`). A call of a
         tool it changed meanwhile says so (`sandbox.tool_changes.regenerating`), not to regenerate the tree."""
+
+    def _toolset(self, manifest: Manifest | None = None) -> CodeToolset:
+        """`_ServedTree._toolset`'s, which also says the packages the sandbox image adds (``sandbox.pip_packages``)."""
+        toolset = super()._toolset(manifest)
+        toolset.packages = self.sandbox_config.pip_packages
+        return toolset
 
     # ---- lifecycle ------------------------------------------------------------------------------
 

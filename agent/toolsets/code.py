@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from agent.content import execution_blocks, ledger, printed_parts, text_block
 from agent.errors import AgentSetupError
 from agent.files import FileAccessError, FileView
-from agent.prompts import render
+from agent.prompts import render, sandbox_holds
 from agent.toolsets.base import INTERRUPTED_OUTCOME, NOTE_CHARS, ToolOutcome, Toolset, error, note_text, with_note
 from agent.toolsets.tree_changed import TreeWatch
 from tool_tree.search import SearchError, SearchHit, render_hits, search_tools
@@ -99,13 +99,14 @@ clients get it as the server's instructions, which some clients do not show the 
 the agent, whose system prompt says it, does not pay)."""
 
 
-def tools_with_time_limit(timeout: float | None) -> list[dict[str, Any]]:
+def tools_with_time_limit(timeout: float | None, packages: Sequence[str] = ()) -> list[dict[str, Any]]:
     """`TOOLS` (copies) for a client that may not read the instructions: ``execute_python`` says how to call
-    tools, what persists and (when ``timeout`` is not None) that a run stops after ``timeout`` seconds."""
+    tools, what persists, what the sandbox has (`sandbox_holds`) and that a run stops after ``timeout`` seconds."""
     tools = [dict(t) for t in TOOLS]
     for tool in tools:
         if tool["name"] == "execute_python":
-            tool["description"] += HOW_TO_RUN + (f" A run stops after {timeout:g} s." if timeout is not None else "")
+            limit = f" A run stops after {timeout:g} s." if timeout is not None else ""
+            tool["description"] += f"{HOW_TO_RUN} {sandbox_holds(packages)}{limit}"
     return tools
 
 
@@ -183,6 +184,7 @@ class CodeToolset(Toolset):
     """
 
     mode = "code"
+    packages: tuple[str, ...] = ()  # the image's pip_packages, said with standalone tools and in serve.md.j2
     needs_sandbox = True
 
     def __init__(
@@ -210,7 +212,7 @@ class CodeToolset(Toolset):
         self._system = self.prompt("system_code.md.j2")
 
     def tools(self) -> list[dict[str, Any]]:
-        return tools_with_time_limit(self.timeout) if self.standalone else [dict(t) for t in TOOLS]
+        return tools_with_time_limit(self.timeout, self.packages) if self.standalone else [dict(t) for t in TOOLS]
 
     def system_prompt(self) -> str:
         return self._system
@@ -227,10 +229,10 @@ class CodeToolset(Toolset):
         list of the servers, then of fewer of them), or the shortest when none does: a client that keeps only the
         start of the text (Claude Code) would lose the index's end and the pinned signatures.
         """
-        pinned, picked = self._pinned_text(), self._picked_text()
+        pinned, picked, holds = self._pinned_text(), self._picked_text(), sandbox_holds(self.packages)
 
         def rendered(chars: int) -> str:
-            return render(template, index=self._index(chars), pinned=pinned, picked=picked)
+            return render(template, index=self._index(chars), pinned=pinned, picked=picked, sandbox_holds=holds)
 
         text = rendered(self.index_chars)
         if limit is None or len(text) <= limit:
