@@ -61,6 +61,9 @@ CANCEL_RESTARTED = f"a cancelled script did not stop when interrupted, so {RESTA
 without a word)."""
 NO_ENGINE_RETRIED = "the next execute_python tries the engine again; list_files, read_file and search_tools need none"
 """After the engine's error (how to start it) in the result of an ``execute_python`` that found no engine."""
+NO_ENGINE_TREE = "the tree needs none: list_files servers, read_file servers/<server>/<tool>.py and search_tools work"
+"""After the engine's error in the result of a read of /workspace that found no engine (list_files' default path: a
+model's first call, which said only that the sandbox could not start)."""
 HANDOVER_RETRY = 0.05
 """Seconds between tries to stop a script handed to the sandbox that has not begun there yet."""
 WAIT_SAID = 1.0
@@ -211,7 +214,7 @@ class ClientSession:
         A workspace read while this session's script runs or starts is answered at once: the sandbox
         would serve it only once the script has ended.
         """
-        from sandbox.errors import SandboxError
+        from sandbox.errors import EngineUnavailableError, SandboxError
         from tool_tree.pool import PoolError
 
         if name in _WORKSPACE_READS and self._execution is not None and _reads_workspace(arguments):
@@ -221,6 +224,8 @@ class ClientSession:
             )
         try:
             return self._with_note(toolset.call(name, arguments, self.opened()))
+        except EngineUnavailableError as e:  # /workspace is read in the sandbox (list_files' default path)
+            return error(f"{name} failed: /workspace is in the sandbox, which could not start: {e}; {NO_ENGINE_TREE}")
         except (SandboxError, PoolError) as e:
             return error(f"{name} failed: the sandbox or the servers could not start: {e}")
 

@@ -46,11 +46,17 @@ def test_serve_without_an_engine_serves_the_tree_and_runs_a_script_once_the_engi
     with RawStdio(serve.argv(), serve.env()) as stdio:
         stdio.initialize()
         stdio.wait_for_stderr(f"no Docker engine answers at unix://{socket}")
+        workspace = call(stdio, 6, "list_files", {})  # /workspace, in the sandbox
         listed = call(stdio, 2, "list_files", {"path": "servers"})
         found = call(stdio, 3, "search_tools", {"query": "get a record"})
         refused = call(stdio, 4, "execute_python", {"code": "print(6 * 7)"})
         socket.symlink_to(engine.removeprefix("unix://"))  # the user starts Docker
         ran = call(stdio, 5, "execute_python", {"code": "print(6 * 7)"})
+    assert workspace[0] is True
+    assert workspace[1].startswith("list_files failed: /workspace is in the sandbox, which could not start: no Docker "
+                                   "engine answers at ")  # fmt: skip
+    assert workspace[1].endswith("; the tree needs none: list_files servers, read_file servers/<server>/<tool>.py and "
+                                 "search_tools work")  # fmt: skip
     assert listed[0] is False and "crm/" in listed[1]
     assert found[0] is False and "crm.get_record" in found[1]
     assert refused[0] is True
