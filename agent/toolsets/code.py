@@ -199,8 +199,7 @@ class CodeToolset(Toolset):
         manifest: Manifest | None = None,
         config: str | None = None,
     ) -> None:
-        # Which manifest file the run started with; taken before it is read: a file replaced meanwhile is told.
-        self.tree_watch = TreeWatch(tree)
+        self.tree_watch = TreeWatch(tree)  # before the manifest is read: a file replaced meanwhile is told
         super().__init__(tree, manifest=manifest, config=config)
         self.tree_watch.manifest = self.manifest
         if (link := servers_link(self.tree)) is not None:
