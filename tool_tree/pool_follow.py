@@ -69,11 +69,8 @@ def _nothing() -> None:
 
 def _listen(pool: ServerPool, slot: _Slot, conn: Connection) -> Callable[[], Awaitable[None]]:
     """Keep a ``subscriptions/listen`` stream open on ``conn``, a session of ``slot``'s server, when it speaks the
-    2026-07-28 protocol (`tool_tree.listens`), listener of the pool or not: its notices have the pool read its listing
-    again before a tool of it is next checked (`tool_tree.pool_relist`), as the notices of a server with sessions
-    do; before, the stream was opened only for a listener (`tooltree serve`'s), and under `tooltree agent` or `exec`
-    a tool such a server changed or removed was checked against its listing of the session's start, its call sent
-    and answered by the server's own error. Returns what ends it and waits until it ended."""
+    2026-07-28 protocol and a listener of the pool may be told what it says (`tool_tree.listens`), or once a
+    resource of it is subscribed to (`_follow_listened`); returns what ends it and waits until it ended."""
     ended = anyio.Event()
     scope = anyio.CancelScope()
     listening = Listening(
@@ -96,9 +93,11 @@ def _listen(pool: ServerPool, slot: _Slot, conn: Connection) -> Callable[[], Awa
             listening.started = True  # started once
             pool._tg.start_soon(run)
 
+    wanted = pool._on_tools_changed is not None or pool.on_resource_updated is not None
     if speaks_listen(conn.client):
         slot.listening = (listening, start)
-        start()
+        if wanted:
+            start()
 
     async def stop() -> None:
         if slot.listening is not None and slot.listening[0] is listening:

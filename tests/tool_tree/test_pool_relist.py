@@ -15,7 +15,6 @@ import anyio
 import pytest
 
 import tool_tree.pool_relist
-import tool_tree.pool_start
 from tool_tree.config import ServerConfig
 from tool_tree.held_values import HeldValues
 from tool_tree.pool import ServerPool
@@ -166,28 +165,3 @@ async def test_a_listing_read_again_replaces_the_one_counted_and_a_session_after
         assert await pool.live_tool("s", "echo") is not None
         assert held.held == one
     assert held.held == 0
-
-
-@pytest.mark.anyio
-async def test_a_pool_without_a_listener_hears_a_2026_07_28_server_say_its_tools_changed_and_lists_them_again(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Such a server says so only on a `subscriptions/listen` stream. Before, the pool opened one only for a listener
-    # (`tooltree serve`'s): under `tooltree agent` or `exec` the change was unheard, and a tool the server added,
-    # changed or removed was checked against the listing of the session's start.
-    real, said = tool_tree.pool_start.heard, anyio.Event()
-
-    def heard(slot: Any, kind: str) -> None:  # the real one, and the test told
-        real(slot, kind)
-        said.set()
-
-    monkeypatch.setattr(tool_tree.pool_start, "heard", heard)
-    args = (str(SERVERS / "growing_server.py"), str(tmp_path / "added.json"), "--both-eras")
-    growing = ServerConfig(name="growing", command=sys.executable, args=args, timeout=20)
-    async with ServerPool([growing]) as pool:
-        assert await pool.live_tool("growing", "fresh") is None
-        await pool.call("growing", "add_tool", {"name": "fresh"})
-        with anyio.fail_after(20):
-            await said.wait()
-        fresh = await pool.live_tool("growing", "fresh")
-    assert fresh is not None and fresh["description"] == "The fresh tool.", fresh
