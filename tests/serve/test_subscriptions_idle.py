@@ -132,7 +132,8 @@ class PooledRuntime:
     workspace = None
 
     def __init__(self) -> None:
-        self.bridge = SimpleNamespace(pool=ServerPool([]))
+        # `stale`: the refusals a session renews after (`ClientSession.opened` sets their advice)
+        self.bridge = SimpleNamespace(pool=ServerPool([]), stale=SimpleNamespace(advice=""))
 
     def open(self) -> PooledRuntime:
         return self
