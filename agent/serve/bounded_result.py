@@ -9,8 +9,10 @@ cleaned as a script's output is (`capped`):
   escapes and control characters (`sandbox.results.clean_text`) once it is known to fit: a text is cut to
   what is left, any other field fits whole or its block is left out;
 - images are held to the rules of a script's images (`sandbox.results.ImageBudget`: the first 8 looked
-  at, each strict base64 of a PNG, JPEG, GIF or WebP that is one, at most 5 MB, 8 MiB together with audio
-  and binary resources); what fails becomes a one-line note, and images past the count are counted;
+  at, each strict base64 of a PNG, JPEG, GIF or WebP that is one, with whole headers, at most 5 MB and 8,000
+  pixels a side, 8 MiB together with audio and binary resources); an embedded resource whose blob has an image
+  type the API takes (``image/png``) is one of them, as a client shows it as an image; what fails becomes a
+  one-line note, and images past the count are counted;
 - structured content is kept only when it fits in ``output_chars`` characters on its own.
 
 A note at the end says what was cut. An error (a refusal, a server's JSON-RPC error, a result that is not
@@ -26,10 +28,10 @@ from typing import Any
 
 import mcp_types as types
 
-from agent.content import MAX_BLOCKS
+from agent.content import MAX_BLOCKS, media_type
 from agent.serve.content import error_result
 from sandbox._supervisor.limits import MAX_IMAGES
-from sandbox.results import ImageBudget, clean_text, note_label
+from sandbox.results import IMAGE_TYPES, ImageBudget, clean_text, note_label
 from tool_tree.answer_items import LEFT_OUT, total
 
 
@@ -186,7 +188,14 @@ def _resource(
         if shown is None:
             return None
         return {"type": "resource", "resource": {**head, "text": shown}, **budget.extras(block)}
-    taken = images.take_binary(resource.get("blob"), "a binary resource")
+    if media_type(resource.get("mimeType")) in IMAGE_TYPES:
+        # A client shows such a blob as an image (Claude Code does), so it is one of the result's images: before, a
+        # PNG's signature and nothing after it went out, and the Messages API refused the conversation.
+        taken = images.take(resource.get("blob"), media_type(resource["mimeType"]))
+        if taken is None:
+            return None  # past the count: in the last note
+    else:
+        taken = images.take_binary(resource.get("blob"), "a binary resource")
     if isinstance(taken, str):
         return budget.note(taken)
     return {"type": "resource", "resource": {**head, "blob": resource["blob"]}, **budget.extras(block)}

@@ -186,6 +186,14 @@ def content_runtime(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[
                 "text:[an image was left out: the PNG's IHDR chunk is corrupt (CRC mismatch)]",
             ],
         ),
+        (
+            "corrupt_resource_images",
+            [
+                "text:[an image was left out: the GIF's logical screen is 0×0 pixels]",
+                "text:[an image was left out: the PNG's IHDR chunk is corrupt (CRC mismatch)]",
+                "text:[an image whose bytes are not image/png was left out]",
+            ],
+        ),
     ],
 )
 def test_a_direct_run_gives_the_model_what_the_api_takes_and_a_note_for_the_rest(

@@ -63,6 +63,18 @@ def test_a_passthrough_image_the_api_would_refuse_is_a_note_in_its_place(upstrea
     assert texts(*upstream, "resource_image") == ["resource"]
 
 
+def test_a_passthrough_resource_whose_blob_says_it_is_an_image_is_held_to_an_images_rules(
+    upstream: tuple[Passthrough, Runtime],
+) -> None:
+    # Before: each was forwarded as a binary resource, only its size counted, and a client that shows an image blob
+    # as an image (Claude Code) gave Claude what it cannot process ("Could not process image" on every later request).
+    assert texts(*upstream, "corrupt_resource_images") == [
+        "[an image was left out: the GIF's logical screen is 0×0 pixels]",
+        "[an image was left out: the PNG's IHDR chunk is corrupt (CRC mismatch)]",
+        "[an image whose bytes are not image/png was left out]",
+    ]
+
+
 def test_the_execute_tools_result_says_which_shown_images_were_left_out() -> None:
     # Before: an image the host refused was dropped from the result without a word.
     report = {"exit_status": 0, "stdout": {"head": "done\n"}, "images": [{"mime": "image/png", "data": png(9_000, 9)}]}

@@ -174,6 +174,17 @@ def test_images_are_kept_up_to_the_total_of_a_scripts_images() -> None:
     )
 
 
+def test_a_resource_whose_blob_is_an_image_counts_among_the_images() -> None:
+    # Before: a blob of image/png was charged only its bytes, so a result sent 8 images and as many image blobs.
+    image = {"type": "image", "data": png(1, 1), "mimeType": "image/png"}
+    shown = {"type": "resource", "resource": {"uri": "file:///a.png", "mimeType": "image/png", "blob": png(1, 1)}}
+    zipped = {"type": "resource", "resource": {"uri": "file:///a.zip", "mimeType": "application/zip", "blob": "AAAA"}}
+    out = capped({"content": [shown] + [image] * (MAX_IMAGES - 1) + [shown, zipped]}, 1_000)
+    assert out is not None
+    assert out["content"][:-1] == [shown] + [image] * (MAX_IMAGES - 1) + [zipped]
+    assert f"1 images past the first {MAX_IMAGES} left out" in out["content"][-1]["text"]
+
+
 def test_blocks_past_the_count_are_counted_not_sent(hostile: tuple[Passthrough, Runtime]) -> None:
     # Before: 20,000 empty text blocks and 5,000 links went out whole (they hold no text to count).
     content, whole = send(hostile, "empty_blocks")

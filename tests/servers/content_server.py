@@ -58,6 +58,24 @@ CASES: dict[str, list[ContentBlock]] = {
         ImageContent(data=base64.b64encode(b"GIF89a" + bytes(30)).decode(), mime_type="image/gif"),
         ImageContent(data=SMALL[:40] + "AAAA" + SMALL[44:], mime_type="image/png"),  # the IHDR's CRC is wrong
     ],
+    # the same as embedded resources, which a client shows as images too, and text that says it is a PNG
+    "corrupt_resource_images": [
+        EmbeddedResource(
+            resource=BlobResourceContents(
+                uri="file:///a.gif", blob=base64.b64encode(b"GIF89a" + bytes(30)).decode(), mime_type="image/gif"
+            )
+        ),
+        EmbeddedResource(
+            resource=BlobResourceContents(
+                uri="file:///b.png", blob=SMALL[:40] + "AAAA" + SMALL[44:], mime_type="image/png"
+            )
+        ),
+        EmbeddedResource(
+            resource=BlobResourceContents(
+                uri="file:///c.png", blob=base64.b64encode(b"not a picture").decode(), mime_type="image/png"
+            )
+        ),
+    ],
 }
 
 
