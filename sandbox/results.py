@@ -22,6 +22,7 @@ from sandbox._supervisor.image_check import check_image
 from sandbox._supervisor.limits import (
     MAX_ERROR_CHARS,
     MAX_IMAGE_BYTES,
+    MAX_IMAGE_SIDE,
     MAX_IMAGES,
     MAX_IMAGES_TOTAL_BYTES,
     MAX_TRACEBACK_CHARS,
@@ -114,9 +115,8 @@ IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
 API_MAX_IMAGE_BASE64 = 5 * 1024 * 1024
 """The Messages API's limit per image, counted on its base64 text ("image exceeds 5 MB maximum: 6278112 bytes >
 5242880 bytes"): an image of more than 3.75 MiB is refused with a 400, on that request and every later one."""
-API_MAX_IMAGE_SIDE = 8000
-"""The most pixels on either side of an image the Messages API takes (2000 once a request holds more than 20
-images)."""
+API_MAX_IMAGE_SIDE = MAX_IMAGE_SIDE
+"""The most pixels on either side of an image the Messages API takes (`sandbox._supervisor.limits.MAX_IMAGE_SIDE`)."""
 
 
 def image_size(data: bytes, mime: str) -> tuple[int, int] | None:

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from .image_check import check_image
-from .limits import MAX_IMAGE_BYTES
+from .limits import MAX_IMAGE_BYTES, MAX_IMAGE_SIDE
 
 _MAGIC: tuple[tuple[bytes, str], ...] = (
     (b"\x89PNG\r\n\x1a\n", "image/png"),
@@ -137,8 +137,9 @@ def images_of(image: Any) -> Iterator[tuple[bytes, str]]:
     or tuple of these (not nested).
 
     Raises:
-        ValueError: not a supported image, too large, or its headers not whole (`image_check`: "the PNG's IHDR
-            chunk is corrupt (CRC mismatch)"); a tool result or a list without an image.
+        ValueError: not a supported image, too large (in bytes, or over `MAX_IMAGE_SIDE` pixels a side), or its
+            headers not whole (`image_check`: "the PNG's IHDR chunk is corrupt (CRC mismatch)"); a tool result or a
+            list without an image.
         TypeError: an argument of an unsupported kind.
         OSError: the file cannot be read.
     """
@@ -172,9 +173,15 @@ def images_of(image: Any) -> Iterator[tuple[bytes, str]]:
         raise ValueError("show_image(): the data is not a PNG, JPEG, GIF or WebP image")
     if len(data) > MAX_IMAGE_BYTES:
         raise _too_large(f"the image is {len(data):,} bytes")
-    problem, _ = check_image(data, mime)
+    problem, dims = check_image(data, mime)
     if problem is not None:
         # Before: anything starting with a signature was shown (b'GIF89a' + bytes(30) as an image/gif), and the
         # Messages API then refused the conversation ("Could not process image"), where the script could not act.
         raise ValueError(f"show_image(): {problem}")
+    if dims is not None and max(dims) > MAX_IMAGE_SIDE:
+        # Before: shown, then left out by the host with a note the script never saw (the host still checks).
+        raise ValueError(
+            f"show_image(): the image is {dims[0]:,}×{dims[1]:,} pixels, over the {MAX_IMAGE_SIDE:,} pixels a side the "
+            "Messages API takes: show it smaller (fewer pixels, or cut into parts)"
+        )
     yield data, mime

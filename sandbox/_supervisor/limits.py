@@ -41,6 +41,10 @@ MAX_IMAGES = 8
 MAX_IMAGE_BYTES = 5 * 1024 * 1024 * 3 // 4
 """The largest single image: the Messages API takes at most 5 MiB of base64 per image (3.75 MiB of image), so
 ``show_image`` refuses a bigger one where the script can still act on it."""
+MAX_IMAGE_SIDE = 8000
+"""The most pixels on either side of an image the Messages API takes (2000 once a request holds more than 20
+images): ``show_image`` refuses a wider or taller one where the script can still act on it, and the host leaves one
+out (`sandbox.results.ImageBudget`)."""
 MAX_IMAGES_TOTAL_BYTES = 8 * 1024 * 1024
 """All images of one execution together."""
 MAX_OUTPUT_CHARS = 200_000

@@ -17,6 +17,7 @@ import pytest
 
 from sandbox import DockerBackend, Sandbox, SandboxConfig, SessionError, ToolBridge, ToolCallRefused
 from tests.image_samples import png_expression
+from tests.servers.content_server import png
 from tests.support import TEST_OWNER
 
 pytestmark = pytest.mark.docker
@@ -549,6 +550,26 @@ def test_show_image_refuses_an_image_the_api_would_refuse_for_its_size(shared: S
     assert refused.images == []
     taken = shared.execute(f"show_image({png_expression(3 * 1024 * 1024)})")  # a whole PNG of 3 MiB
     assert taken.error is None and len(taken.images) == 1
+
+
+def test_show_image_refuses_an_image_over_the_apis_pixels_a_side_and_the_script_can_act_on_it(shared: Sandbox) -> None:
+    # Before: a PNG of 1 × 100,000 pixels was shown, and the host left it out with a note the script never saw.
+    code = (
+        "import base64\n"
+        f"tall = base64.b64decode({png(1, 100_000)!r})\n"
+        "try:\n"
+        "    show_image(tall)\n"
+        "except ValueError as e:\n"
+        "    print(e)\n"
+        f"show_image(base64.b64decode({png(1, 8_000)!r}))\n"
+    )
+    result = shared.execute(code)
+    assert result.error is None, result.traceback
+    assert result.stdout == (
+        "show_image(): the image is 1×100,000 pixels, over the 8,000 pixels a side the Messages API takes: show it "
+        "smaller (fewer pixels, or cut into parts)\n"
+    )
+    assert [i.data for i in result.images] == [base64.b64decode(png(1, 8_000))] and result.image_notes == []
 
 
 def test_the_network_is_unreachable(shared: Sandbox) -> None:

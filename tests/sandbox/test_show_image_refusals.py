@@ -1,7 +1,7 @@
 """What ``show_image`` says of an image it refuses for its size or for their number says what to do: show it smaller,
 or show the others from the next execution. Before: "5881918 bytes is over the 3932160-byte limit" and "at most 8
 images per execution", and the model was left to guess. An image whose headers are not whole is refused saying what
-is wrong with them.
+is wrong with them, and one over the Messages API's 8,000 pixels a side saying its size.
 
 In-process: the refusals come before anything is sent, so the worker's connection is a stand-in that counts.
 """
@@ -77,3 +77,39 @@ def test_an_image_whose_headers_are_not_whole_is_refused_saying_what_is_wrong(
         with pytest.raises(ValueError) as refused:
             worker.show_image(value)
         assert str(refused.value) == f"show_image(): {said}"
+
+
+@pytest.mark.parametrize(
+    ("image", "size"),
+    [
+        (base64.b64decode(png(9_000, 10)), "9,000×10"),
+        (base64.b64decode(png(1, 100_000)), "1×100,000"),
+        (image_samples.gif(8_001, 3), "8,001×3"),
+        (image_samples.jpeg(9_001, 600), "9,001×600"),
+        (image_samples.webp_extended(9_000, 2), "9,000×2"),
+    ],
+)
+def test_an_image_over_the_apis_pixels_a_side_is_refused_saying_its_size(image: bytes, size: str) -> None:
+    # Before: shown, then left out by the host with a note ("[a shown image of 9,000×10 pixels was left out …]") that
+    # the script never saw: it went on as if the model had the picture.
+    for value in (image, {"type": "image", "data": base64.b64encode(image).decode()}):
+        with pytest.raises(ValueError) as refused:
+            worker.show_image(value)
+        assert str(refused.value) == (
+            f"show_image(): the image is {size} pixels, over the 8,000 pixels a side the Messages API takes: show it "
+            "smaller (fewer pixels, or cut into parts)"
+        )
+
+
+def test_an_image_of_8000_pixels_a_side_is_taken(monkeypatch: pytest.MonkeyPatch) -> None:
+    sent: list[dict[str, object]] = []
+
+    class Sending(Counted):
+        current_exec = 1
+
+        def send(self, message: dict[str, object]) -> None:
+            sent.append(message)
+
+    monkeypatch.setattr(worker, "_connection", Sending(0))
+    worker.show_image(base64.b64decode(png(8_000, 8_000)))
+    assert [m["mime"] for m in sent] == ["image/png"]
