@@ -150,7 +150,7 @@ def _image(data: Any, mime: Any, images: ImageBudget) -> dict[str, Any] | Pieces
     taken = images.take(data, mime)
     if taken is None:
         return None
-    return [taken] if isinstance(taken, str) else image_block(str(data), str(mime))
+    return [taken] if isinstance(taken, str) else image_block(str(data), taken.mime_type)
 
 
 def mcp_result_blocks(result: dict[str, Any], max_chars: int = MAX_RESULT_CHARS) -> list[dict[str, Any]]:

@@ -185,10 +185,11 @@ class ImageBudget:
 
     The first `MAX_IMAGES` images are looked at. Each must be strict base64 (``validate=True``) of at most
     `API_MAX_IMAGE_BASE64` characters (the Messages API's limit per image), of a type in `IMAGE_TYPES`, whose
-    bytes start as that type's must and hold its whole headers (`sandbox._supervisor.image_check`: the API
-    refuses a corrupt image, "Could not process image", on every later request too), at most
-    `API_MAX_IMAGE_SIDE` pixels a side; all
-    of a result's together at most `MAX_IMAGES_TOTAL_BYTES`, charged before decoding
+    bytes start as one of those types' must (that type's, or another's: the image is then of the type its bytes
+    say, as the API refuses one whose bytes are not its stated type) and hold its whole headers
+    (`sandbox._supervisor.image_check`: the API refuses a corrupt image, "Could not process image", on every later
+    request too), at most `API_MAX_IMAGE_SIDE` pixels a side; all of a result's together at most
+    `MAX_IMAGES_TOTAL_BYTES`, charged before decoding
     (so a result decodes at most that much, valid or not). Other binary data (audio, a resource's blob) is
     charged to the same total (`take_binary`). What is refused comes back as a one-line note saying why;
     images past the first `MAX_IMAGES` are only counted (`past`, for one note saying how many).
@@ -199,8 +200,9 @@ class ImageBudget:
         self.past = 0
         self.bytes = 0
 
-    def take(self, data: Any, mime: Any) -> bytes | str | None:
-        """The image's bytes, a note saying why it was left out, or None past the first `MAX_IMAGES` (counted)."""
+    def take(self, data: Any, mime: Any) -> ShownImage | str | None:
+        """The image (its bytes, and its type as they say it), a note saying why it was left out, or None past the
+        first `MAX_IMAGES` (counted)."""
         if self.images >= MAX_IMAGES:
             self.past += 1
             return None
@@ -218,7 +220,12 @@ class ImageBudget:
         if isinstance(raw, str):
             return raw
         if not image_type_matches(raw, str(mime)):
-            return f"[an image whose bytes are not {mime} was left out]"
+            actual = next((kind for kind in IMAGE_TYPES if image_type_matches(raw, kind)), None)
+            if actual is None:
+                return f"[an image whose bytes are not {mime} was left out]"
+            # Labelled as another type the API takes (a server that calls every image image/png): read as what its
+            # bytes are, as show_image reads them. Before: a whole picture was left out for its label.
+            mime = actual
         problem, dims = check_image(raw, str(mime))
         if problem is not None:
             return f"[an image was left out: {problem}]"
@@ -227,7 +234,7 @@ class ImageBudget:
                 f"[an image of {dims[0]:,}×{dims[1]:,} pixels was left out: the API takes at most "
                 f"{API_MAX_IMAGE_SIDE:,} on a side; show it smaller]"
             )
-        return raw
+        return ShownImage(raw, str(mime))
 
     def take_binary(self, data: Any, what: str) -> bytes | str:
         """Other binary data (``what``: "audio", "a binary resource"): its bytes, or a note saying why it was
@@ -252,7 +259,7 @@ class ImageBudget:
 
 @dataclass(frozen=True)
 class ShownImage:
-    """An image the script passed to ``show_image``."""
+    """An image the script passed to ``show_image``, or one of a tool's result, as `ImageBudget` took it."""
 
     data: bytes
     mime_type: str
@@ -427,8 +434,8 @@ def _images(raw: Any) -> tuple[list[ShownImage], list[str]]:
     budget = ImageBudget()
     for item in raw[:MAX_IMAGES] if isinstance(raw, list) else []:
         data = budget.take(item.get("data"), item.get("mime")) if isinstance(item, dict) else "[a malformed image]"
-        if isinstance(data, bytes):
-            images.append(ShownImage(data, item["mime"]))
+        if isinstance(data, ShownImage):
+            images.append(data)
         elif isinstance(data, str):
             notes.append(data.replace("[an image", "[a shown image", 1))
     return images, notes

@@ -156,10 +156,12 @@ def _block(block: Any, budget: _Budget, images: ImageBudget) -> dict[str, Any] |
         shown = budget.text(block["text"])
         return None if shown is None else {"type": "text", "text": shown, **budget.extras(block)}
     if kind == "image":
-        taken = images.take(block.get("data"), block.get("mimeType"))
-        if not isinstance(taken, bytes):
-            return None if taken is None else budget.note(taken)  # past the count: in the last note
-        return {"type": "image", "data": block["data"], "mimeType": block["mimeType"], **budget.extras(block)}
+        mime = block.get("mimeType")
+        image = images.take(block.get("data"), media_type(mime) if media_type(mime) in IMAGE_TYPES else mime)
+        if image is None or isinstance(image, str):
+            return None if image is None else budget.note(image)  # past the count: in the last note
+        # its type as the API spells it, and as its bytes say (a PNG sent as image/jpeg is a PNG)
+        return {"type": "image", "data": block["data"], "mimeType": image.mime_type, **budget.extras(block)}
     if kind == "audio" and (mime := budget.fields(block, ("mimeType",))) is not None:
         taken = images.take_binary(block.get("data"), "audio")
         if isinstance(taken, str):
@@ -191,12 +193,11 @@ def _resource(
     if media_type(resource.get("mimeType")) in IMAGE_TYPES:
         # A client shows such a blob as an image (Claude Code does), so it is one of the result's images: before, a
         # PNG's signature and nothing after it went out, and the Messages API refused the conversation.
-        taken = images.take(resource.get("blob"), media_type(resource["mimeType"]))
-        if taken is None:
-            return None  # past the count: in the last note
-    else:
-        taken = images.take_binary(resource.get("blob"), "a binary resource")
-    if isinstance(taken, str):
+        image = images.take(resource.get("blob"), media_type(resource["mimeType"]))
+        if image is None or isinstance(image, str):
+            return None if image is None else budget.note(image)  # past the count: in the last note
+        head["mimeType"] = image.mime_type  # the type its bytes say
+    elif isinstance(taken := images.take_binary(resource.get("blob"), "a binary resource"), str):
         return budget.note(taken)
     return {"type": "resource", "resource": {**head, "blob": resource["blob"]}, **budget.extras(block)}
 

@@ -179,6 +179,7 @@ def content_runtime(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[
         ("audio", ["text:[audio (2.9 KB, audio/wav) not shown"]),
         ("resource_image", ["image"]),
         ("mime_params", ["image"]),
+        ("mislabelled_images", ["image", "image"]),
         (
             "corrupt_images",
             [

@@ -137,13 +137,21 @@ def test_a_hostile_report_is_capped_and_its_odd_path_dropped() -> None:
     assert result.traceback is not None and len(result.traceback) <= 20_000
 
 
-def test_images_must_be_strict_base64_of_the_type_they_claim() -> None:
+def test_images_must_be_strict_base64_of_an_image_type_and_are_of_the_type_their_bytes_are() -> None:
     good = {"mime": "image/png", "data": base64.b64encode(PNG).decode()}
-    lying = {"mime": "image/jpeg", "data": base64.b64encode(PNG).decode()}
+    lying = {"mime": "image/jpeg", "data": base64.b64encode(PNG).decode()}  # a PNG for all its label says
     garbage = {"mime": "image/png", "data": "not base64!!"}
     svg = {"mime": "image/svg+xml", "data": base64.b64encode(b"<svg/>").decode()}
-    result = parse_execution(report(images=[good, lying, garbage, svg, "x"]), max_chars=100, duration=0, tool_calls=[])
-    assert [(i.mime_type, i.data) for i in result.images] == [("image/png", PNG)]
+    html = {"mime": "image/png", "data": base64.b64encode(b"<svg onload=alert(1)>").decode()}
+    raw = report(images=[good, lying, garbage, svg, html, "x"])
+    result = parse_execution(raw, max_chars=100, duration=0, tool_calls=[])
+    assert [(i.mime_type, i.data) for i in result.images] == [("image/png", PNG)] * 2
+    assert result.image_notes == [
+        "[a shown image whose data is not valid base64 was left out]",
+        "[a shown image of type image/svg+xml that is not PNG, JPEG, GIF or WebP was left out]",
+        "[a shown image whose bytes are not image/png was left out]",
+        "[a malformed image]",
+    ]
 
 
 def test_image_types_are_recognised_by_their_bytes() -> None:

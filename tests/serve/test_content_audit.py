@@ -75,6 +75,25 @@ def test_a_passthrough_resource_whose_blob_says_it_is_an_image_is_held_to_an_ima
     ]
 
 
+def test_a_passthrough_image_labelled_as_another_image_type_goes_out_as_the_type_its_bytes_are(
+    upstream: tuple[Passthrough, Runtime],
+) -> None:
+    # Before: "[an image whose bytes are not image/jpeg was left out]", a whole PNG lost for its label (show_image in a
+    # script reads the type from the bytes and showed it).
+    passthrough, runtime = upstream
+    result = passthrough.call("content__show", {"case": "mislabelled_images"}, runtime)
+    image, resource = result.model_dump(by_alias=True, mode="json", exclude_none=True)["content"]
+    assert image == {"type": "image", "data": png(10, 10), "mimeType": "image/png"}
+    assert resource == {
+        "type": "resource",
+        "resource": {"uri": "file:///d.webp", "mimeType": "image/png", "blob": png(10, 10)},
+    }
+    # Before: "[an image of type IMAGE/PNG; charset=x that is not PNG, JPEG, GIF or WebP was left out]" (direct mode
+    # read the type as the API spells it, passthrough did not).
+    (image,) = passthrough.call("content__show", {"case": "mime_params"}, runtime).content
+    assert isinstance(image, types.ImageContent) and image.mime_type == "image/png"
+
+
 def test_the_execute_tools_result_says_which_shown_images_were_left_out() -> None:
     # Before: an image the host refused was dropped from the result without a word.
     report = {"exit_status": 0, "stdout": {"head": "done\n"}, "images": [{"mime": "image/png", "data": png(9_000, 9)}]}

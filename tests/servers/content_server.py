@@ -58,6 +58,11 @@ CASES: dict[str, list[ContentBlock]] = {
         ImageContent(data=base64.b64encode(b"GIF89a" + bytes(30)).decode(), mime_type="image/gif"),
         ImageContent(data=SMALL[:40] + "AAAA" + SMALL[44:], mime_type="image/png"),  # the IHDR's CRC is wrong
     ],
+    # whole PNGs labelled as another type the API takes (the API refuses an image whose bytes are not its type)
+    "mislabelled_images": [
+        ImageContent(data=SMALL, mime_type="image/jpeg"),
+        EmbeddedResource(resource=BlobResourceContents(uri="file:///d.webp", blob=SMALL, mime_type="image/webp")),
+    ],
     # the same as embedded resources, which a client shows as images too, and text that says it is a PNG
     "corrupt_resource_images": [
         EmbeddedResource(
