@@ -222,7 +222,7 @@ class ImageBudget:
         if not image_type_matches(raw, str(mime)):
             actual = next((kind for kind in IMAGE_TYPES if image_type_matches(raw, kind)), None)
             if actual is None:
-                return f"[an image whose bytes are not {mime} was left out]"
+                return f"[an image whose bytes are not {mime} was left out]" if raw else "[an empty image was left out]"
             # Labelled as another type the API takes (a server that calls every image image/png): read as what its
             # bytes are, as show_image reads them. Before: a whole picture was left out for its label.
             mime = actual

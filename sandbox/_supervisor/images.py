@@ -170,7 +170,12 @@ def images_of(image: Any) -> Iterator[tuple[bytes, str]]:
     data, _ = _image_bytes(image)
     mime = sniff_image_type(data)
     if mime is None:
-        raise ValueError("show_image(): the data is not a PNG, JPEG, GIF or WebP image")
+        # A file is named (before: "the data is …" of a path too); an empty one is said to be empty (a file not yet
+        # written or closed, a figure saved elsewhere), not to be of another type.
+        what = os.fspath(image) if isinstance(image, (str, os.PathLike)) else "the data"
+        if not data:
+            raise ValueError(f"show_image(): {what} is empty (0 bytes)")
+        raise ValueError(f"show_image(): {what} is not a PNG, JPEG, GIF or WebP image")
     if len(data) > MAX_IMAGE_BYTES:
         raise _too_large(f"the image is {len(data):,} bytes")
     problem, dims = check_image(data, mime)

@@ -64,6 +64,8 @@ def test_images_are_held_to_the_rules_of_a_scripts_images() -> None:
         "[an image whose bytes are not image/png was left out]",
         f"[an image of type {CLEANED.replace(chr(10), ' ')} that is not PNG, JPEG, GIF or WebP was left out]",
     ]
+    # Before: "[an image whose bytes are not image/png was left out]", as if they were of another type.
+    assert mcp_result_blocks({"content": [image("")]}) == [{"type": "text", "text": "[an empty image was left out]"}]
 
 
 def test_blocks_past_the_count_are_counted_not_sent() -> None:

@@ -113,3 +113,21 @@ def test_an_image_of_8000_pixels_a_side_is_taken(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(worker, "_connection", Sending(0))
     worker.show_image(base64.b64decode(png(8_000, 8_000)))
     assert [m["mime"] for m in sent] == ["image/png"]
+
+
+def test_an_empty_image_or_a_file_that_is_no_image_is_refused_naming_the_file(tmp_path: Path) -> None:
+    # Before: "the data is not a PNG, JPEG, GIF or WebP image" for each, though a file was named and an empty one
+    # (not yet written, or not closed) is no image of another type.
+    (tmp_path / "empty.png").write_bytes(b"")
+    (tmp_path / "chart.svg").write_bytes(b"<svg/>")
+    said = {}
+    for value in (b"", str(tmp_path / "empty.png"), tmp_path / "chart.svg", b"<svg/>"):
+        with pytest.raises(ValueError) as refused:
+            worker.show_image(value)
+        said[str(value)] = str(refused.value)
+    assert list(said.values()) == [
+        "show_image(): the data is empty (0 bytes)",
+        f"show_image(): {tmp_path / 'empty.png'} is empty (0 bytes)",
+        f"show_image(): {tmp_path / 'chart.svg'} is not a PNG, JPEG, GIF or WebP image",
+        "show_image(): the data is not a PNG, JPEG, GIF or WebP image",
+    ]
