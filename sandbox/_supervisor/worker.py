@@ -306,9 +306,11 @@ def show_image(image: Any) -> None:
                 "variables are kept), or put several in one image"
             )
         if conn.image_bytes_sent + len(data) > MAX_IMAGES_TOTAL_BYTES:
+            # Said as the count's refusal is, with what to do (before: bare numbers without separators or advice).
             raise ValueError(
-                f"show_image(): the images of one execution may hold {MAX_IMAGES_TOTAL_BYTES} bytes together; "
-                f"{conn.image_bytes_sent} are shown and this one has {len(data)}"
+                f"show_image(): the images of one execution may hold {MAX_IMAGES_TOTAL_BYTES:,} bytes together; "
+                f"{conn.image_bytes_sent:,} are shown and this one has {len(data):,}: show it from the next execution "
+                "(its variables are kept), or smaller (fewer pixels, or as JPEG)"
             )
         conn.images_sent += 1
         conn.image_bytes_sent += len(data)

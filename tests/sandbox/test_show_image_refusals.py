@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from sandbox._supervisor import worker
-from sandbox._supervisor.limits import MAX_IMAGE_BYTES, MAX_IMAGES
+from sandbox._supervisor.limits import MAX_IMAGE_BYTES, MAX_IMAGES, MAX_IMAGES_TOTAL_BYTES
 from tests import image_samples
 from tests.servers.content_server import png
 
@@ -50,6 +50,21 @@ def test_an_image_past_the_count_says_to_show_the_others_from_the_next_execution
     assert str(refused.value) == (
         "show_image(): at most 8 images per execution: show the others from the next one (its variables are kept), or "
         "put several in one image"
+    )
+
+
+def test_an_image_past_the_executions_total_says_to_show_it_from_the_next_execution_or_smaller(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Before: "… may hold 8388608 bytes together; 8388600 are shown and this one has 65", and nothing to do.
+    counted = Counted(2)
+    counted.image_bytes_sent = MAX_IMAGES_TOTAL_BYTES - 8
+    monkeypatch.setattr(worker, "_connection", counted)
+    with pytest.raises(ValueError) as refused:
+        worker.show_image(base64.b64decode(png(4, 4)))
+    assert str(refused.value) == (
+        "show_image(): the images of one execution may hold 8,388,608 bytes together; 8,388,600 are shown and this "
+        "one has 65: show it from the next execution (its variables are kept), or smaller (fewer pixels, or as JPEG)"
     )
 
 

@@ -67,7 +67,7 @@ def test_images_past_the_execution_total_fail_in_the_script_and_those_within_it_
         assert len(result.images) == 2 and all(len(image.data) == 3 << 20 for image in result.images)
         lines = result.stdout.splitlines()
         assert [line.split()[0] for line in lines] == ["2", "3"]
-        assert f"the images of one execution may hold {MAX_IMAGES_TOTAL_BYTES} bytes together" in lines[0]
+        assert f"the images of one execution may hold {MAX_IMAGES_TOTAL_BYTES:,} bytes together" in lines[0]
         assert sb.execute("print(3)").stdout == "3\n"
     assert (tmp_path / "kept.txt").read_text(encoding="utf-8") == "kept"
 
