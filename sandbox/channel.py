@@ -415,9 +415,9 @@ class SupervisorChannel:
     ) -> dict[str, Any]:
         """Send a request and wait for its result; ``sink`` receives notifications meanwhile.
 
-        A KeyboardInterrupt (Ctrl-C) during the wait calls ``on_interrupt`` and waits up to ``interrupt_wait``
-        seconds more for the answer before it goes on, that answer's result (unchecked) in its `INTERRUPTED_ANSWER`;
-        a `sandbox.errors.QuitNow` goes on at once.
+        A KeyboardInterrupt (Ctrl-C) during the send or the wait calls ``on_interrupt`` and waits up to
+        ``interrupt_wait`` seconds more for the answer before it goes on, that answer's result (unchecked) in its
+        `INTERRUPTED_ANSWER`; a `sandbox.errors.QuitNow` goes on at once.
 
         Raises:
             SessionTimeoutError: no answer within ``timeout`` (the caller decides what to do).
@@ -435,8 +435,15 @@ class SupervisorChannel:
         if not usable:
             self._check_usable()  # raises: it is closed or broken
             raise SessionError(f"the sandbox session is unusable: {self.broken}")
-        self.send({"id": request_id, "method": method, "params": params})
         try:
+            try:
+                self.send({"id": request_id, "method": method, "params": params})
+            except SessionError:  # nothing was sent: nothing to wait for
+                with self._lock:
+                    self._pending.pop(request_id, None)
+                raise
+            # A Ctrl-C inside the send may come after its frame was written: handled as one during the wait (before:
+            # it went out without ``on_interrupt``, the script ran on to its timeout and the request waited for ever).
             answered = wait_for(pending.event, timeout)
         except KeyboardInterrupt as e:
             try:

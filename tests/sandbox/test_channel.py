@@ -391,3 +391,35 @@ def test_what_a_request_ctrl_c_left_still_streams_is_dropped_until_its_reply_and
     peer.send(entries)  # with no request left to stream it: a violation
     assert peer.killed.wait(10)
     assert channel.broken is not None and "unexpected notification 'workspace.entries'" in channel.broken
+
+
+def test_a_ctrl_c_landing_in_the_send_after_its_frame_is_written_stops_the_script_and_leaves_the_request() -> None:
+    # Before: the interrupt went out of the send before the wait's handler: the script ran on to its timeout (no
+    # cancel), and the request stayed waiting, so its reply, when the script ended, went to no one.
+    peer = PipePeer()
+    channel = ready_channel(peer)
+    send = channel._sender.send
+
+    def send_then_ctrl_c(frame: bytes) -> None:
+        send(frame)
+        raise KeyboardInterrupt
+
+    channel._sender.send = send_then_ctrl_c  # type: ignore[method-assign]
+    interrupted: list[bool] = []
+    with pytest.raises(KeyboardInterrupt):
+        channel.request("execute", {}, timeout=30, on_interrupt=lambda: interrupted.append(True), interrupt_wait=0.0)
+    assert interrupted == [True]
+    request = peer.peer_in.read()
+    assert request is not None and request["method"] == "execute"
+    assert not channel.wait_left("execute", 0.05)  # left for its late reply, not waiting for ever
+    peer.send({"id": request["id"], "result": {"state_reset": False}})
+    assert channel.wait_left("execute", 10)
+    assert channel.broken is None and not peer.killed.is_set()
+
+
+def test_a_request_that_cannot_be_sent_is_not_left_waiting() -> None:
+    peer = PipePeer()
+    channel = ready_channel(peer)
+    with pytest.raises(SessionError, match="cannot send execute"):
+        channel.request("execute", {"x": float("nan")}, timeout=30)
+    assert channel._pending == {}
