@@ -97,6 +97,20 @@ def manifest_version(tree: str | os.PathLike[str]) -> tuple[int, ...]:
     return _version(os.path.join(os.path.realpath(tree), MANIFEST_FILE))
 
 
+def records_tree(tree: str | os.PathLike[str], manifest: Manifest, version: tuple[int, ...] | None) -> bool:
+    """Whether ``tree``'s manifest file, still at ``version`` (`manifest_version`), records the same tree as
+    ``manifest`` (`Manifest.same_tree`: one rewritten for the configuration file it names alone does). False when the
+    file is at another version now (a later one is looked at when it is seen), when there is none, or when it cannot be
+    read. The file is read as `versioned_manifest` reads it (one copy for the process)."""
+    if not version or version != manifest_version(tree):
+        return False
+    try:
+        read, now = versioned_manifest(tree)
+    except TreeError:
+        return False
+    return read == version and now.same_tree(manifest)
+
+
 def stored_definition(
     tree: str | os.PathLike[str], server: ServerEntry | None, entry: ToolEntry, *, warn: bool = True
 ) -> StoredDefinition:

@@ -11,7 +11,7 @@ import os
 from typing import Any, NoReturn
 
 from sandbox.bridge import ToolCallRefused
-from sandbox.stored_definitions import manifest_version, shared_manifest, versioned_manifest
+from sandbox.stored_definitions import manifest_version, records_tree, shared_manifest
 from tool_tree.tree import Manifest, ToolEntry, TreeError
 
 STALE_BEGAN = (
@@ -89,13 +89,7 @@ class StaleTools:
         the session's tree: its own, or one found to since (the file now is read when it is that version)."""
         if version == self.version or version in self._same:
             return True
-        if version is None or version != manifest_version(self.tree):
-            return False
-        try:
-            read, manifest = versioned_manifest(self.tree)
-        except TreeError:
-            return False
-        if read != version or not manifest.same_tree(self.manifest):
+        if version is None or not records_tree(self.tree, self.manifest, version):
             return False
         if len(self._same) < _SAME_KEPT:
             self._same.add(version)

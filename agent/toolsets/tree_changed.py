@@ -77,19 +77,12 @@ class TreeWatch:
         the configuration file it names alone (`tooltree generate-tree` from another file naming the same servers, the
         one it named gone: `Manifest.same_tree`) is the run's tree: before, the run was told its tree was regenerated
         and its scripts kept the tree before, though nothing had changed."""
-        from sandbox.stored_definitions import manifest_version, versioned_manifest
-        from tool_tree.tree import TreeError
+        from sandbox.stored_definitions import manifest_version, records_tree
 
         now = manifest_version(self.tree)
         if now == self._stamp:
             return False
-        if self.manifest is None or not now:
-            return True
-        try:
-            read, manifest = versioned_manifest(self.tree)
-        except TreeError:
-            return True
-        if read != now or not manifest.same_tree(self.manifest):
+        if self.manifest is None or not records_tree(self.tree, self.manifest, now):
             return True
         self._stamp = now  # read once per such rewrite
         return False

@@ -135,3 +135,33 @@ def test_a_file_rewritten_in_place_to_its_size_and_time_is_read_again(tmp_path: 
     assert second.source is not held.source
     assert stored_definitions.shared_manifest(tree).tools[0].tool == "u0"
     assert held_manifest.tools[0].tool == "t0"  # what a runtime read stays as it read it
+
+
+def test_records_tree_says_whether_the_manifest_file_now_records_the_same_tree(tmp_path: Path) -> None:
+    # One function for a run's `TreeWatch` and a session's `StaleTools`, which each read and compared it themselves.
+    import dataclasses
+    import os
+
+    from sandbox.stored_definitions import manifest_version, records_tree
+
+    tree, _ = raw_server_tree(tmp_path, tools(2))
+    manifest = Manifest.load(tree)
+    first = manifest_version(tree)
+    assert records_tree(tree, manifest, first)
+
+    def replace_with(other: Manifest) -> tuple[int, ...]:
+        (tree / "manifest.new").write_text(other.to_json(), encoding="utf-8")
+        os.replace(tree / "manifest.new", tree / "manifest.json")
+        return manifest_version(tree)
+
+    renamed = replace_with(dataclasses.replace(manifest, config=str(tmp_path / "other.yaml")))
+    assert renamed != first
+    assert records_tree(tree, manifest, renamed)  # the configuration file it names alone changed
+    assert not records_tree(tree, manifest, first)  # a version the file is no longer at
+    changed = replace_with(dataclasses.replace(manifest, tools=manifest.tools[:1]))
+    assert not records_tree(tree, manifest, changed)
+    (tree / "manifest.json").write_text("{", encoding="utf-8")
+    assert not records_tree(tree, manifest, manifest_version(tree))  # unreadable
+    (tree / "manifest.json").unlink()
+    assert not records_tree(tree, manifest, manifest_version(tree))  # none
+    assert not records_tree(tree, manifest, None)
