@@ -13,7 +13,12 @@ the server would parse again — before validation and before anything reaches a
 The encoding that counts the bytes refuses NaN and the infinities, so it also finds out whether the arguments hold
 anything `tool_tree.sendable.unsendable` refuses (`CallSize.sendable`): the bridge then has the pool send them
 without a second pass over them (before, a 20,000-row argument was encoded and walked again on its way to the server).
-NaN and the infinities are not refused here: the pool refuses them after validation, naming the argument.
+NaN and the infinities are not refused here: the pool refuses them after validation, naming the argument. It sorts
+the keys, so the same bytes give the digest of the audit line (`CallSize.digest`).
+
+A script's call is measured once, by its session on the channel's reader (`sandbox.calls`), which hands the size to
+the bridge with the call (`MEASURED`): before, the bridge measured the arguments again and encoded them a third time
+for their digest.
 
 `measure` refuses a call over any of them, walking at most ``nodes`` values (it stops at the first
 limit crossed, without building anything in proportion to the input). `InFlight` then bounds the
@@ -24,11 +29,13 @@ to what one may not carry. Unknown properties are not refused here: the tool's s
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 from collections.abc import Iterable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from sandbox._supervisor.limits import MAX_CALL_DEPTH, MAX_CALL_VALUES, refused_argument, too_deep, too_many_values
 from tool_tree.sendable import MAX_ARGUMENT_DEPTH, encoder_refuses_long_numbers, unsendable
@@ -71,6 +78,38 @@ class CallSize:
     """Whether the arguments surely hold nothing `tool_tree.sendable.unsendable` refuses, found out by the encoding
     that counted their bytes (no NaN nor infinity, no whole number past the limit, nested within it); False: not known
     (NaN, or a process reading longer numbers), to be checked as any caller's are."""
+    digest: str = field(default="", compare=False)
+    """The first 16 hex digits of the SHA-256 of the arguments as UTF-8 JSON with sorted keys (an audit line's
+    ``args_sha256``); "" when they were not encoded (over the bytes already by their strings)."""
+    limits: CallLimits | None = field(default=None, compare=False)
+    """The limits they were measured within."""
+
+    def within(self, limits: CallLimits) -> bool:
+        """Whether these arguments are within ``limits``' values and bytes (their depth was measured within their own
+        `limits`)."""
+        return self.nodes <= limits.nodes and self.bytes <= limits.bytes
+
+
+class Measured(NamedTuple):
+    """A call's arguments (the very object) and their size, as its session measured them."""
+
+    arguments: dict[str, Any]
+    size: CallSize
+
+
+MEASURED: ContextVar[Measured | None] = ContextVar("sandbox_measured_arguments", default=None)
+"""The arguments of the script's call being served and their size (`sandbox.calls.CallServer` sets it for each call,
+carried with it into the bridge's tasks and threads): the bridge takes the size of those arguments from it instead of
+measuring them again (`carried_size`)."""
+
+
+def carried_size(arguments: dict[str, Any], limits: CallLimits = DEFAULT_LIMITS) -> CallSize | None:
+    """The size of ``arguments`` as `MEASURED` carries it, when it holds these very arguments measured within
+    ``limits``; else None."""
+    carried = MEASURED.get()
+    if carried is not None and carried.arguments is arguments and carried.size.limits == limits:
+        return carried.size
+    return None
 
 
 def measure(arguments: dict[str, Any], limits: CallLimits = DEFAULT_LIMITS) -> CallSize:
@@ -101,9 +140,10 @@ def measure(arguments: dict[str, Any], limits: CallLimits = DEFAULT_LIMITS) -> C
             elif isinstance(item, dict | list | tuple):
                 containers.append((item, depth + 1))
     sendable = False
+    digest = ""
     if chars <= limits.bytes:
         try:
-            size, sendable = _encoded(arguments)
+            size, sendable, digest = _encoded(arguments)
         except (ValueError, RecursionError):
             # A whole number of too many digits is named (before: said to be a lone surrogate)
             reason = unsendable(arguments) or "the arguments cannot be encoded as UTF-8 JSON (a lone surrogate?)"
@@ -115,19 +155,23 @@ def measure(arguments: dict[str, Any], limits: CallLimits = DEFAULT_LIMITS) -> C
     if size > limits.bytes:
         raise ArgumentsRefused(f"the arguments are over {limits.bytes:,} bytes as JSON; send less per call")
     sendable = sendable and limits.depth <= MAX_ARGUMENT_DEPTH and encoder_refuses_long_numbers()
-    return CallSize(nodes=nodes, bytes=size, sendable=sendable)
+    return CallSize(nodes=nodes, bytes=size, sendable=sendable, digest=digest, limits=limits)
 
 
-def _encoded(arguments: dict[str, Any]) -> tuple[int, bool]:
-    """The bytes of ``arguments`` as UTF-8 JSON, and whether they were encoded without NaN or infinity (one pass
-    when they hold neither; a value that fails both ways is refused by the caller as before).
+def _encoded(arguments: dict[str, Any]) -> tuple[int, bool, str]:
+    """The bytes of ``arguments`` as UTF-8 JSON (keys sorted), whether they were encoded without NaN or infinity (one
+    pass when they hold neither; a value that fails both ways is refused by the caller as before), and their digest.
 
     Raises:
         ValueError, RecursionError, TypeError: as `json.dumps` (and `str.encode`) raise them, NaN allowed."""
+    sendable = True
     try:
-        return len(json.dumps(arguments, ensure_ascii=False, allow_nan=False).encode("utf-8")), True
+        text = json.dumps(arguments, ensure_ascii=False, allow_nan=False, sort_keys=True)
     except ValueError:  # NaN or infinity, refused later naming the argument; or what fails again just below
-        return len(json.dumps(arguments, ensure_ascii=False).encode("utf-8")), False
+        text = json.dumps(arguments, ensure_ascii=False, sort_keys=True)
+        sendable = False
+    data = text.encode("utf-8")
+    return len(data), sendable, hashlib.sha256(data).hexdigest()[:16]
 
 
 class InFlight:

@@ -53,7 +53,7 @@ from typing import Any, NamedTuple, Protocol
 from sandbox._supervisor.limits import MAX_CALLS_IN_FLIGHT, too_many_values
 from sandbox._supervisor.wire import MAX_FRAME_VALUES
 from sandbox.bridge import LOOP_CLOSED, ToolBridge, ToolCallRefused, resolve, shared_loop
-from sandbox.call_limits import ArgumentsRefused, CallSize, InFlight, is_small, measure
+from sandbox.call_limits import MEASURED, ArgumentsRefused, CallSize, InFlight, Measured, is_small, measure
 from sandbox.request_budget import ACCOUNT, SEARCH_BURST_SECONDS, SEARCH_RATE, RequestBudget
 from sandbox.results import LEDGER_NAME_CHARS, ToolCallRecord, ledger_error, ledger_name
 from tool_tree.pool import CallFailure
@@ -253,9 +253,9 @@ class CallServer:
         loop = (self.tool_loop or shared_loop()) if on_loop else None
         try:
             if loop is not None:
-                loop.call_soon_threadsafe(self._start_call, loop, slot, call_id, params)
+                loop.call_soon_threadsafe(self._start_call, loop, slot, call_id, params, size)
             else:
-                self._executor.submit(self._serve_in_thread, slot, call_id, method, params, execution)
+                self._executor.submit(self._serve_in_thread, slot, call_id, method, params, execution, size)
         except RuntimeError:  # the loop is closed (its pool has ended), or the thread pool shut down (closing)
             slot.free()
             if loop is not None and loop.is_closed():
@@ -327,8 +327,15 @@ class CallServer:
 
     # ---- tool calls on the bridge's event loop ----------------------------------------------------
 
-    def _start_call(self, loop: asyncio.AbstractEventLoop, slot: _Slot, call_id: str, params: dict[str, Any]) -> None:
-        task = loop.create_task(self._call_on_loop(loop, slot, call_id, params))
+    def _start_call(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        slot: _Slot,
+        call_id: str,
+        params: dict[str, Any],
+        size: CallSize | None = None,
+    ) -> None:
+        task = loop.create_task(self._call_on_loop(loop, slot, call_id, params, size))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         # Also when the task is cancelled before its first step (the execution ended just as the call
@@ -336,10 +343,17 @@ class CallServer:
         task.add_done_callback(lambda _: slot.free())
 
     async def _call_on_loop(
-        self, loop: asyncio.AbstractEventLoop, slot: _Slot, call_id: str, params: dict[str, Any]
+        self,
+        loop: asyncio.AbstractEventLoop,
+        slot: _Slot,
+        call_id: str,
+        params: dict[str, Any],
+        size: CallSize | None = None,
     ) -> None:
         started = time.monotonic()
         ACCOUNT.set(self.account)  # this task's own context, and the worker threads it hands work to
+        if size is not None:  # the bridge takes it rather than measure the arguments again
+            MEASURED.set(Measured(params["arguments"], size))
         try:
             value: Any = None
             error: dict[str, Any] | None = None
@@ -361,7 +375,15 @@ class CallServer:
 
     # ---- calls on the thread pool ---------------------------------------------------------------
 
-    def _serve_in_thread(self, slot: _Slot, call_id: str, method: str, params: dict[str, Any], execution: int) -> None:
+    def _serve_in_thread(
+        self,
+        slot: _Slot,
+        call_id: str,
+        method: str,
+        params: dict[str, Any],
+        execution: int,
+        size: CallSize | None = None,
+    ) -> None:
         try:
             if method == "search_tools":
                 self._serve_search(slot, call_id, params, execution)
@@ -370,6 +392,7 @@ class CallServer:
             value: Any = None
             error: dict[str, Any] | None = None
             charged = ACCOUNT.set(self.account)
+            carried = MEASURED.set(Measured(params["arguments"], size) if size is not None else None)
             try:
                 called = self.bridge.call_tool(params["server"], params["tool"], params["arguments"])
                 value = resolve(called, self.tool_loop)
@@ -379,6 +402,7 @@ class CallServer:
                 logger.exception("tool call %r.%r failed in the bridge", params["server"], params["tool"])
                 error = {"code": "internal", "message": "the tool call failed on the host"}
             finally:
+                MEASURED.reset(carried)
                 ACCOUNT.reset(charged)
             self._answer(slot, call_id, params, started, value, error)
         finally:

@@ -35,7 +35,6 @@ schemas, its budgets and its audit log.)
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 import logging
 import os
@@ -55,7 +54,7 @@ from sandbox.argument_checks import VALIDATION_RATE as VALIDATION_RATE
 from sandbox.argument_checks import ArgumentChecks
 from sandbox.audit_log import AuditLog as AuditLog
 from sandbox.bridge import ToolBridge, ToolCallRefused
-from sandbox.call_limits import ArgumentsRefused, is_small, measure
+from sandbox.call_limits import SMALL, ArgumentsRefused, CallSize, carried_size, measure
 from sandbox.results import ledger_error
 from sandbox.stored_definitions import StoredDefinition, stored_definition
 from sandbox.stored_definitions import manifest_version as manifest_file_version
@@ -248,12 +247,13 @@ class McpBridge(ToolBridge):
                     f"got {type(arguments).__name__}",
                     "invalid_arguments",
                 )
-            if is_small(arguments) and not self._checks.matches_patterns(server, tool):  # admitted on the event loop
-                entry, record["args_sha256"], arguments, sendable = self._admit(server, tool, arguments)
-            else:  # hashing and validating large arguments, or matching patterns (RE2 releases the GIL), must
-                # not hold up every session's calls on this loop
+            known = self._measured(arguments)  # its session's measure, or one now (at most SMALL: on the loop)
+            if known is not None and known.within(SMALL) and not self._checks.matches_patterns(server, tool):
+                entry, record["args_sha256"], arguments, sendable = self._admit(server, tool, arguments, known)
+            else:  # measuring, hashing and validating large arguments, or matching patterns (RE2 releases the GIL),
+                # must not hold up every session's calls on this loop
                 entry, record["args_sha256"], arguments, sendable = await anyio.to_thread.run_sync(
-                    self._admit, server, tool, arguments
+                    self._admit, server, tool, arguments, known
                 )
             if asker is None and (asks := self.script_asks) is not None:
                 asker = asks(server)
@@ -302,21 +302,37 @@ class McpBridge(ToolBridge):
             return f" (the server {clean(server)} was still waiting for its turn to start: other servers were starting)"
         return ""
 
-    def _admit(self, server: str, tool: str, arguments: dict[str, Any]) -> tuple[ToolEntry, str, dict[str, Any], bool]:
+    @staticmethod
+    def _measured(arguments: dict[str, Any]) -> CallSize | None:
+        """The size of ``arguments`` as the script's session measured them (`sandbox.call_limits.MEASURED`), or as
+        measured now within `sandbox.call_limits.SMALL` (a host caller's: cheap enough for the event loop, and within
+        the per-call limits); None when they are past it or refused there (`_admit` measures them, on a thread)."""
+        carried = carried_size(arguments)
+        if carried is not None:
+            return carried
+        try:
+            return measure(arguments, SMALL)
+        except ArgumentsRefused:
+            return None
+
+    def _admit(
+        self, server: str, tool: str, arguments: dict[str, Any], size: CallSize | None = None
+    ) -> tuple[ToolEntry, str, dict[str, Any], bool]:
         """Everything decided before the server is involved; returns the tool, the arguments' digest, the arguments
         to send (a whole float the schema types as an integer, ``3.0``, as one: `tool_tree.schema_check.as_integers`)
         and whether their measure found them sendable (`sandbox.call_limits.CallSize.sendable`: the pool then does not
-        check them again).
+        check them again). ``size``: their measure, when it was taken (else it is taken here).
 
         Raises:
             ToolCallRefused: arguments over the limits, a tool outside the manifest, a budget spent,
                 or arguments the tool's schema rejects.
         """
-        try:
-            size = measure(arguments)  # before anything is done in proportion to them
-        except ArgumentsRefused as e:
-            raise ToolCallRefused(e.message, e.code) from None
-        digest = hashlib.sha256(json.dumps(arguments, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:16]
+        if size is None:
+            try:
+                size = measure(arguments)  # before anything is done in proportion to them
+            except ArgumentsRefused as e:
+                raise ToolCallRefused(e.message, e.code) from None
+        digest = size.digest
         entry = self.manifest.tool_entry(server, tool)
         if entry is None:
             raise ToolCallRefused(
@@ -410,8 +426,9 @@ class McpBridge(ToolBridge):
         try:
             if self.verify_live and self._verified.get((entry.server, entry.tool)) != self.pool.listing(entry.server):
                 await self._verify(entry)
-            result = await self.pool.call(
-                entry.server, entry.tool, arguments, progress=progress, asker=asker, sendable=sendable
+            # The pool's own entry for the bridge, which measured the arguments (its `call` checks them again).
+            result = await self.pool._call_measured(
+                entry.server, entry.tool, arguments, timeout=None, progress=progress, asker=asker, sendable=sendable
             )
         except Unsendable as e:  # NaN: before, sent as null (a host caller's, or serve's client)
             raise ToolCallRefused(f"invalid arguments: {e.why}", "invalid_arguments") from None

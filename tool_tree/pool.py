@@ -373,7 +373,6 @@ class ServerPool:
         timeout: float | None = None,
         progress: ProgressListener | None = None,
         asker: Asker | None = None,
-        sendable: bool = False,
     ) -> dict[str, Any]:
         """Call a tool; returns the ``tools/call`` result in wire format (camelCase keys).
 
@@ -392,9 +391,7 @@ class ServerPool:
         ``asker``: answers what the server asks during the call, of the capabilities its ``client_capabilities``
         declare (`tool_tree.server_asks`); without it, such a question is refused. The call's timeout runs meanwhile.
 
-        ``sendable``: the caller found the arguments to hold nothing `tool_tree.sendable.unsendable` refuses, in a pass
-        over them of its own (the bridge's measure of a call, `sandbox.call_limits.CallSize.sendable`): they are not
-        walked again. Otherwise they are checked here, and refused as `Unsendable`.
+        The arguments are checked for what a server cannot read, and refused as `Unsendable` (nothing is sent).
 
         Raises:
             UnknownServerError: ``server`` is not in the pool.
@@ -403,6 +400,29 @@ class ServerPool:
                 entered the pool.
             TypeError, ValueError: ``tool`` is not a string, ``arguments`` not a dict (or not JSON, or what a
                 server cannot be sent, `tool_tree.sendable.Unsendable`: nothing is sent), or ``timeout`` not positive.
+        """
+        return await self._call_measured(
+            server, tool, arguments, timeout=timeout, progress=progress, asker=asker, sendable=False
+        )
+
+    async def _call_measured(
+        self,
+        server: str,
+        tool: str,
+        arguments: dict[str, Any],
+        *,
+        timeout: float | None,
+        progress: ProgressListener | None,
+        asker: Asker | None,
+        sendable: bool,
+    ) -> dict[str, Any]:
+        """`call`, for `sandbox.mcp_bridge.McpBridge` alone: ``sendable``, its measure of the arguments found them to
+        hold nothing `tool_tree.sendable.unsendable` refuses, in its own pass over them
+        (`sandbox.call_limits.CallSize.sendable`), and they are not walked again. Before, ``sendable`` was a keyword of
+        `call`, with which any caller skipped the check.
+
+        Raises:
+            as `call`.
         """
         _check_call(tool, arguments, timeout)
         refuse_async(progress, "progress")

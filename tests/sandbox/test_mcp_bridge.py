@@ -606,9 +606,9 @@ def test_large_arguments_are_admitted_off_the_event_loop_and_small_ones_on_it(
     admitted_on: list[str] = []
     admit = bridge._admit
 
-    def spy(server: str, tool: str, arguments: dict[str, Any]) -> Any:
+    def spy(server: str, tool: str, arguments: dict[str, Any], size: Any = None) -> Any:
         admitted_on.append(threading.current_thread().name)
-        return admit(server, tool, arguments)
+        return admit(server, tool, arguments, size)
 
     monkeypatch.setattr(bridge, "_admit", spy)
     call(bridge, pool, "media", "slow_echo", {"text": "x", "seconds": 0})
