@@ -292,8 +292,10 @@ class Runtime(_RuntimeSandbox):
 
     def _follow_tree(self) -> str:
         """Move the runtime to the tree as `generate-tree` regenerated it since its bridge read it: a new bridge of the
-        regenerated manifest, and a new server pool (the old one's servers listed their tools before); the old pool is
-        stopped once the `call_tool` calls in flight on it end. Called as a sandbox starts, with no sandbox running,
+        regenerated manifest (keeping the old one's refusals of a regeneration's, `McpBridge.keep_refusals`: before, a
+        `tooltree serve` session's next refusal said "start a new run" and did not renew it), and a new server pool
+        (the old one's servers listed their tools before); the old pool is stopped once the `call_tool` calls in flight
+        on it end. Called as a sandbox starts, with no sandbox running,
         holding the tree's shared lock. Returns what to tell the user.
 
         Raises:
@@ -309,6 +311,8 @@ class Runtime(_RuntimeSandbox):
                 raise SandboxError(CLOSED)
             version, manifest = versioned_manifest(self.tree)
             pool, bridge = self._start_pool(version, manifest, self._audit or self._shared_audit)
+            if self._bridge is not None:  # the session's refusals, as its runner words and counts them
+                bridge.keep_refusals(self._bridge)
             self._bridge, self._pool, self._direct = bridge, pool, None
             _adopt(pool)
             if self._held is not None:

@@ -186,6 +186,12 @@ class McpBridge(ToolBridge):
         other.script_asks = None  # a script's: never a host caller's
         return other
 
+    def keep_refusals(self, of: McpBridge) -> None:
+        """Count and word this bridge's refusals of a regeneration's (`stale`) with ``of``'s, the bridge it replaces in
+        its runtime (`sandbox.host.Runtime._follow_tree`): they are its session's, whose runner may word and count them
+        (`tooltree serve` renews the session)."""
+        self.stale = self._stale.refusals = of.stale
+
     def begin_execution(self) -> None:
         """Reset the per-execution budgets (the session calls this before each execution)."""
         self.end_execution()  # a caller that never said the last one ended
