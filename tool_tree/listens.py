@@ -13,6 +13,15 @@ its transport's caps, notifications by the session's budget (`tool_tree.budget.N
 its 1,024 distinct events (drained as they come); the acknowledgment is awaited for the server's ``timeout`` (the
 session's read timeout).
 
+Over HTTP each stream is held `HELD_SECONDS` at most (``held``): the next is opened, and acknowledged, before it is
+closed, so nothing the server says between them is missed, and a server told to stop is held no longer. The SDK's server
+waits for its open responses as it stops (uvicorn's ``shutdown`` waits for every connection, with no timeout unless
+``timeout_graceful_shutdown`` is set, which ``run_streamable_http_async`` does not set) and, unlike the stream of
+unasked messages of the protocol with sessions (``sse_starlette``'s ``EventSourceResponse``, which ends on uvicorn's
+``should_exit``), its listen stream (``mcp.server._streamable_http_modern``, written by hand) ends only when the client
+leaves: held for the session, a server sent SIGTERM ran on until tooltree ended. Over stdio a stream is kept for the
+session: the server ends with its stdin.
+
 A stream that ends (the server closed it, an HTTP stream was cut or stayed quiet past its read timeout) is opened
 again after `FIRST_WAIT`, doubled for each stream in a row that ended within `STEADY_SECONDS`, up to `LONGEST_WAIT`;
 a `Listening.follow` meanwhile ends that wait and opens it at once (before, the subscription waited for the reopening,
@@ -38,11 +47,13 @@ reads no more (the SDK settles the stream lost as the session's reading ends) or
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Iterable
+from contextlib import AsyncExitStack
 
 import anyio
 import mcp
-from mcp.client.subscriptions import SubscriptionLost
+from mcp.client.subscriptions import Subscription, SubscriptionLost
 from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -52,6 +63,9 @@ from tool_tree.text import one_line
 
 logger = logging.getLogger(__name__)
 
+HELD_SECONDS = 5.0
+"""Seconds a stream to an HTTP server is held at most, the next opened before it closes: the SDK's server (uvicorn),
+told to stop, waits for its open responses, a listen stream among them, for as long as they last."""
 STEADY_SECONDS = 60.0
 """A stream open this long before it ended sets the wait back to `FIRST_WAIT`."""
 
@@ -75,8 +89,11 @@ class Listening:
         server: str,
         resources: Callable[[], Iterable[str]],
         missed: Callable[[], None],
+        held: float = math.inf,
     ) -> None:
         self.client = client
+        self._held = held
+        """Seconds each stream is held at most, the next opened before it closes (`HELD_SECONDS` over HTTP)."""
         self._changes = changes
         self._server = server
         self._resources = resources
@@ -146,75 +163,98 @@ class Listening:
             self._running = False
             self._news.set()
 
+    async def _open(self) -> tuple[AsyncExitStack, Subscription]:
+        """Open one stream, subscribed to the three lists and the URIs followed; returns it with what closes it."""
+        stack = AsyncExitStack()  # left empty when it fails to open
+        subscription = await stack.enter_async_context(
+            self.client.listen(
+                tools_list_changed=True,
+                prompts_list_changed=True,
+                resources_list_changed=True,
+                resource_subscriptions=sorted({*self._resources(), *self._extra}),
+            )
+        )
+        return stack, subscription
+
     async def _keep(self) -> None:
-        client, server = self.client, self._server
+        server = self._server
         wait = FIRST_WAIT
         failed = ever = refused = False
-        while True:
-            opened: float | None = None
-            asked = self._asked
-            again = False
-            try:
-                async with client.listen(
-                    tools_list_changed=True,
-                    prompts_list_changed=True,
-                    resources_list_changed=True,
-                    resource_subscriptions=sorted({*self._resources(), *self._extra}),
-                ) as subscription:
-                    opened = anyio.current_time()
-                    ever = True
-                    self._answer(asked, frozenset(subscription.honored.resource_subscriptions or ()))
-                    logger.debug("server %r: subscriptions/listen stream open", server)
-                    if failed:
-                        failed = False
-                        self._missed()
-                    with anyio.CancelScope() as self._stream:
-                        if self._asked == asked:
-                            async for _event in subscription:  # told as read (`Watching`): the SDK's queue drained
-                                pass
-                    again = self._asked != asked
-                if not again:
-                    logger.debug("server %r ended its subscriptions/listen stream; it is opened again", server)
-            except TimeoutError as e:
-                self._answer(asked, e)
-                if not ever:
-                    logger.debug(
-                        "server %r did not acknowledge subscriptions/listen: its changes are not followed till a "
-                        "subscription asks again",
-                        server,
-                    )
-                refused = not ever
-                failed = True
-            except SubscriptionLost as e:
-                if opened is None:
-                    self._answer(asked, mcp.MCPError(INTERNAL_ERROR, str(e)))
-                logger.debug("server %r: subscriptions/listen stream lost: %s", server, one_line(str(e)))
-                failed = True  # not closed by the server (cut, quiet past the read timeout): what it said since is lost
-            except mcp.MCPError as e:
-                self._answer(asked, e)
-                refused = e.error.code != CONNECTION_CLOSED and not ever
-                if refused:
-                    logger.debug(
-                        "server %r refused subscriptions/listen: its changes are not followed till a subscription "
-                        "asks again: %s",
-                        server,
-                        one_line(e.error.message),
-                    )
-                failed = True  # one that took a stream before may refuse a moment (a limit, a 503): asked again, paced
-            if self._changes.closed:
-                return
-            if again:  # opened again at once with the URIs `follow` asked
-                continue
-            if refused and not any(True for _ in self._resources()):  # only a `follow` (a subscription) asks again
-                refused = False
-                if self._asked == asked:
-                    with anyio.CancelScope() as self._stream:
-                        await anyio.sleep_forever()
-                continue
-            refused = False  # with URIs to follow (a new session's), asked again, paced
-            if opened is not None and anyio.current_time() - opened >= STEADY_SECONDS:
-                wait = FIRST_WAIT
-            if self._asked == asked:  # a `follow` asked meanwhile is not left to wait (up to `LONGEST_WAIT`)
-                with anyio.CancelScope() as self._stream:  # `follow` ends the wait: opened again at once
-                    await anyio.sleep(wait)
-            wait = min(wait * 2, LONGEST_WAIT)
+        handed: tuple[AsyncExitStack, Subscription, int] | None = None  # the next stream, open before the last closed
+        try:
+            while True:
+                opened: float | None = None
+                again = False
+                try:
+                    renewal = handed is not None
+                    if handed is None:
+                        asked = self._asked
+                        stack, subscription = await self._open()
+                    else:
+                        (stack, subscription, asked), handed = handed, None
+                    async with stack:
+                        opened = anyio.current_time()
+                        ever = True
+                        self._answer(asked, frozenset(subscription.honored.resource_subscriptions or ()))
+                        if not renewal:  # not said every `held` seconds
+                            logger.debug("server %r: subscriptions/listen stream open", server)
+                        if failed:
+                            failed = False
+                            self._missed()
+                        with anyio.CancelScope() as self._stream, anyio.move_on_after(self._held) as held:
+                            if self._asked == asked:
+                                async for _event in subscription:  # told as read (`Watching`): the SDK's queue drained
+                                    pass
+                        again = self._asked != asked
+                        if held.cancelled_caught and not again:  # held its time: the next opened before it closes
+                            renewed = self._asked
+                            handed = (*await self._open(), renewed)
+                            continue
+                    if not again:
+                        logger.debug("server %r ended its subscriptions/listen stream; it is opened again", server)
+                except TimeoutError as e:
+                    self._answer(asked, e)
+                    if not ever:
+                        logger.debug(
+                            "server %r did not acknowledge subscriptions/listen: its changes are not followed till a "
+                            "subscription asks again",
+                            server,
+                        )
+                    refused = not ever
+                    failed = True
+                except SubscriptionLost as e:
+                    if opened is None:
+                        self._answer(asked, mcp.MCPError(INTERNAL_ERROR, str(e)))
+                    logger.debug("server %r: subscriptions/listen stream lost: %s", server, one_line(str(e)))
+                    failed = True  # not closed by the server (cut, quiet past the read timeout): what it said is lost
+                except mcp.MCPError as e:
+                    self._answer(asked, e)
+                    refused = e.error.code != CONNECTION_CLOSED and not ever
+                    if refused:
+                        logger.debug(
+                            "server %r refused subscriptions/listen: its changes are not followed till a subscription "
+                            "asks again: %s",
+                            server,
+                            one_line(e.error.message),
+                        )
+                    failed = True  # one that took a stream before may refuse a moment (a limit, a 503): asked again
+                if self._changes.closed:
+                    return
+                if again:  # opened again at once with the URIs `follow` asked
+                    continue
+                if refused and not any(True for _ in self._resources()):  # only a `follow` (a subscription) asks again
+                    refused = False
+                    if self._asked == asked:
+                        with anyio.CancelScope() as self._stream:
+                            await anyio.sleep_forever()
+                    continue
+                refused = False  # with URIs to follow (a new session's), asked again, paced
+                if opened is not None and anyio.current_time() - opened >= STEADY_SECONDS:
+                    wait = FIRST_WAIT
+                if self._asked == asked:  # a `follow` asked meanwhile is not left to wait (up to `LONGEST_WAIT`)
+                    with anyio.CancelScope() as self._stream:  # `follow` ends the wait: opened again at once
+                        await anyio.sleep(wait)
+                wait = min(wait * 2, LONGEST_WAIT)
+        finally:
+            if handed is not None:  # cancelled as it was handed on
+                await handed[0].aclose()

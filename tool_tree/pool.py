@@ -99,7 +99,8 @@ class ServerPool:
             again after it was lost (a 503, a connection refused), and a new session listed that replaced one that ended
             (a restart, a session the server no longer knows); not on a server's first session. A server of the
             session-less 2026-07-28 protocol says a list changed only on a ``subscriptions/listen`` stream: the pool
-            keeps one open on each of its sessions while a listener is set (`tool_tree.listens`), told as if a list
+            keeps one open on each of its sessions, listener or not (`tool_tree.listens`; over HTTP renewed every
+            `tool_tree.listens.HELD_SECONDS`, so that the server can stop when told to), told as if a list
             changed when it opened after an attempt failed; a server that refuses it is not followed (said at debug)
             until a subscription to a resource of it asks for the stream again (kept once opened; refused, the
             subscription fails).

@@ -31,6 +31,7 @@ from __future__ import annotations
 import copy
 import functools
 import logging
+import math
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
@@ -44,7 +45,7 @@ import tool_tree.restarts
 from tool_tree.changes import LISTS_CHANGED, Changes
 from tool_tree.connect import Connection, list_tools_raw
 from tool_tree.http_errors import session_ended
-from tool_tree.listens import Listening, speaks_listen
+from tool_tree.listens import HELD_SECONDS, Listening, speaks_listen
 from tool_tree.pool_errors import PoolError, upstream
 from tool_tree.pool_forward import PING_TIMEOUT, _Raw
 from tool_tree.pool_settings import takes_kind
@@ -69,8 +70,11 @@ def _nothing() -> None:
 
 def _listen(pool: ServerPool, slot: _Slot, conn: Connection) -> Callable[[], Awaitable[None]]:
     """Keep a ``subscriptions/listen`` stream open on ``conn``, a session of ``slot``'s server, when it speaks the
-    2026-07-28 protocol and a listener of the pool may be told what it says (`tool_tree.listens`), or once a
-    resource of it is subscribed to (`_follow_listened`); returns what ends it and waits until it ended."""
+    2026-07-28 protocol (`tool_tree.listens`), listener of the pool or not: its notices have the pool read its listing
+    again before a tool of it is next checked (`tool_tree.pool_relist`), under `tooltree agent` and `exec` too (before,
+    it was opened only for a listener, `tooltree serve`'s). Over HTTP each stream is held `HELD_SECONDS` at most, the
+    next opened before it closes, so that a server told to stop (SIGTERM) is not held: the SDK's server waits for an
+    open listen stream as it stops. Returns what ends it and waits until it ended."""
     ended = anyio.Event()
     scope = anyio.CancelScope()
     listening = Listening(
@@ -79,6 +83,7 @@ def _listen(pool: ServerPool, slot: _Slot, conn: Connection) -> Callable[[], Awa
         server=slot.config.name,
         resources=lambda: slot.subscribed,
         missed=functools.partial(_missed, pool, slot),
+        held=HELD_SECONDS if slot.config.url is not None else math.inf,
     )
 
     async def run() -> None:
@@ -93,11 +98,9 @@ def _listen(pool: ServerPool, slot: _Slot, conn: Connection) -> Callable[[], Awa
             listening.started = True  # started once
             pool._tg.start_soon(run)
 
-    wanted = pool._on_tools_changed is not None or pool.on_resource_updated is not None
     if speaks_listen(conn.client):
         slot.listening = (listening, start)
-        if wanted:
-            start()
+        start()
 
     async def stop() -> None:
         if slot.listening is not None and slot.listening[0] is listening:

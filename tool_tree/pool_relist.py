@@ -14,8 +14,8 @@ loop has the host read its listing at most a tenth of the time (one whose listin
 ``timeout``, half of it at most), and never without a call.
 
 A server of the session-less 2026-07-28 protocol says so only on a ``subscriptions/listen`` stream, which the pool
-keeps open only while a listener of it is set (`tooltree serve`'s): without one, its listing is read again when a new
-session replaces one that ended.
+keeps open on each of its sessions, listener or not (`tool_tree.pool_follow._listen`); one that refuses it has its
+listing read again when a new session replaces one that ended.
 """
 
 from __future__ import annotations

@@ -13,11 +13,13 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+import tool_tree.pool_start
 from sandbox.bridge import ToolCallRefused
 from sandbox.mcp_bridge import McpBridge
 from tool_tree.config import load_config
@@ -28,12 +30,11 @@ SHIFTING = Path(__file__).resolve().parents[1] / "servers" / "shifting_server.py
 OBJECT = {"type": "object"}
 
 
-def project(tmp_path: Path) -> tuple[Path, Path]:
+def project(tmp_path: Path, *more: str) -> tuple[Path, Path]:
     config, tree = tmp_path / "tooltree.yaml", tmp_path / "tree"
+    args = ", ".join(json.dumps(a) for a in [str(SHIFTING), str(tmp_path / "tools.json"), *more])
     config.write_text(
-        f"servers:\n  s:\n    command: {json.dumps(sys.executable)}\n"
-        f"    args: [{json.dumps(str(SHIFTING))}, {json.dumps(str(tmp_path / 'tools.json'))}]\n",
-        encoding="utf-8",
+        f"servers:\n  s:\n    command: {json.dumps(sys.executable)}\n    args: [{args}]\n", encoding="utf-8"
     )
     (tmp_path / "tools.json").write_text(json.dumps({"echo": OBJECT, "add": OBJECT}), encoding="utf-8")
     assert main(["generate-tree", "--config", str(config), "--out", str(tree), "--embeddings", "off"]) == 0
@@ -94,3 +95,32 @@ def test_a_native_tool_the_server_removed_while_an_agent_runs_is_refused_to_the_
         and "s.echo is no longer offered by the server; regenerate the tree (tooltree generate-tree" in (said)
     )
     assert "Unknown tool" not in said and not kept.is_error
+
+
+def test_a_tool_a_session_less_server_removed_while_a_runtime_runs_is_refused_saying_to_regenerate_the_tree(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A server of the 2026-07-28 protocol says its tools changed only on a `subscriptions/listen` stream, which the pool
+    # opened only for a listener (`tooltree serve`'s): under `tooltree agent`, `exec` and a `Runtime` of the Python
+    # API, none, and the removed tool's call went out, answered by the server's own "Unknown tool: echo".
+    from agent.toolsets.direct import DirectToolset
+    from sandbox.host import Runtime
+
+    real, heard = tool_tree.pool_start.heard, threading.Event()
+
+    def counted(slot: Any, kind: str) -> None:  # the real one, and the test told (its notice comes on the stream)
+        real(slot, kind)
+        heard.set()
+
+    monkeypatch.setattr(tool_tree.pool_start, "heard", counted)
+    config, tree = project(tmp_path, "--both-eras")
+    toolset = DirectToolset(tree)
+    with Runtime(load_config(config), tree) as runtime:
+        assert not toolset.call("s__echo", {}, runtime).is_error
+        assert not toolset.call("s__shift", {"tools": {"add": OBJECT}}, runtime).is_error
+        assert heard.wait(20)
+        removed = toolset.call("s__echo", {}, runtime)
+        kept = toolset.call("s__add", {}, runtime)
+    said = "".join(str(b.get("text", "")) for b in removed.content)
+    assert removed.is_error and "s.echo is no longer offered by the server; regenerate the tree (" in said, said
+    assert not kept.is_error

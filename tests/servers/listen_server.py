@@ -3,17 +3,21 @@ changed before it answers, as a server of both eras does: on its session (the pr
 ``subscriptions/listen`` streams (the session-less 2026-07-28 protocol, which drops the other).
 
     python listen_server.py [--no-listen | --refuse-first-listen]     # over stdio
+    python listen_server.py --http FD                                  # Streamable HTTP on the listening socket FD
 
 With ``--no-listen`` it serves no ``subscriptions/listen`` (refused as a method it does not have); with
 ``--refuse-first-listen`` it refuses the first (a limit reached, as the SDK words it) and serves the others. Its tool
 ``exit`` ends its process without an answer, ``end_listens`` ends its listen streams (each answered); its tool ``touch``
 says the resource of a URI changed (``live://log`` and ``live://status`` are its resources), at 2026-07-28 on the listen
-streams subscribed to that URI (the protocol has no ``resources/subscribe``).
+streams subscribed to that URI (the protocol has no ``resources/subscribe``). With ``--http`` it serves the SDK's app
+under uvicorn as the SDK's ``run_streamable_http_async`` does (no graceful-shutdown timeout: told to stop, it waits for
+its open responses), on a listening socket it inherits.
 """
 
 from __future__ import annotations
 
 import os
+import socket
 import sys
 from typing import Any
 
@@ -81,4 +85,12 @@ if "--refuse-first-listen" in sys.argv[1:]:
     _refuse_first_listen()
 
 if __name__ == "__main__":
-    app.run("stdio")
+    if "--http" in sys.argv[1:]:
+        import anyio
+        import uvicorn
+
+        sock = socket.socket(fileno=int(sys.argv[sys.argv.index("--http") + 1]))
+        config = uvicorn.Config(app.streamable_http_app(), log_level="warning")
+        anyio.run(uvicorn.Server(config).serve, [sock])
+    else:
+        app.run("stdio")
