@@ -69,6 +69,10 @@ NAME_CHARS = LEDGER_NAME_CHARS  # the longest server or tool name a call may giv
 _SEARCH_ANSWER_CHARS = 256 * 1024
 """tool_tree.search renders at most 64,000 characters; another bridge may not."""
 
+WAIT_SAID = 1.0
+"""Seconds a script's tool call has waited before what it waits on is said (serve's progress, `tooltree agent`'s
+lines): a script making fast calls one after another was said to wait on one "for 0 s" at some beats."""
+
 Refusal = tuple[str, str]
 """``(code, message)`` of an error answer."""
 

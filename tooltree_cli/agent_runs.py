@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tooltree_cli.agent_live import ScriptNotes
 from tooltree_cli.agent_view import Failure, print_run_end, print_runs
 from tooltree_cli.output import EXIT_NOT_PRINTED, error, not_printed, terminal_text
 
@@ -58,7 +59,8 @@ def _run_all(agents: list[Agent], task: str, args: argparse.Namespace) -> int:
             try:
                 if (problem := unstartable.get(agent.mode)) is not None:
                     raise problem
-                result = agent.run(task)
+                with ScriptNotes(agent, quiet=args.quiet):  # on a terminal, what a running script does
+                    result = agent.run(task)
             except AgentSetupError as e:  # the transcript cannot be opened, or another run writes it: nothing ran
                 error(str(e))
                 return EXIT_USAGE

@@ -35,6 +35,7 @@ from agent.serve.content import new_session_hint
 from agent.serve.renewal import RENEWING, RENEWING_CHANGED, RENEWING_PASSTHROUGH, RENEWS, restored
 from agent.serve.upstream_subscriptions import follows
 from agent.toolsets.base import ToolOutcome, error, with_note
+from sandbox.calls import WAIT_SAID
 
 if TYPE_CHECKING:
     from agent.toolsets.code import CodeToolset
@@ -66,9 +67,6 @@ NO_ENGINE_TREE = "the tree needs none: list_files servers, read_file servers/<se
 model's first call, which said only that the sandbox could not start)."""
 HANDOVER_RETRY = 0.05
 """Seconds between tries to stop a script handed to the sandbox that has not begun there yet."""
-WAIT_SAID = 1.0
-"""Seconds a script's tool call has waited before progress names it: a script making fast calls one after another
-was said to wait on one "for 0 s" at some beats."""
 NOTES_SHOWN = 20
 """Notes of one workspace save a result lists (a count says how many more there were)."""
 NOTE_CHARS = 2_000

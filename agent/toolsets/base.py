@@ -93,6 +93,12 @@ class Toolset(ABC):
         would run), counted against a reply's `agent.calls.MAX_TOOL_USES`."""
         return 1
 
+    def script_running(self, at_least: float = 0.0) -> str | None:
+        """What the script a call runs now is doing (``running for 12 s; waiting on crm.x for 10 s; last printed: …``:
+        `agent.toolsets.script_running`), from any thread; None when none runs, none has run ``at_least`` seconds, or
+        the mode runs none."""
+        return None
+
     def start_conversation(self) -> None:  # noqa: B027 - a hook: most toolsets have nothing to reset
         """A new conversation begins (a pre-filter's admitted set starts over)."""
 

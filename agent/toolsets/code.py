@@ -12,18 +12,19 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from agent.content import execution_blocks, ledger, printed_parts, text_block
+from agent.content import execution_blocks, ledger, text_block
 from agent.errors import AgentSetupError
 from agent.files import FileAccessError, FileView
 from agent.prompts import render, sandbox_holds
 from agent.toolsets.base import INTERRUPTED_OUTCOME, NOTE_CHARS, ToolOutcome, Toolset, error, note_text, with_note
+from agent.toolsets.script_ended import printed_before_end, unreported_outcome
+from agent.toolsets.script_running import RunningScript
 from agent.toolsets.tree_changed import TreeWatch
 from tool_tree.search import SearchError, SearchHit, render_hits, search_tools
 from tool_tree.text import one_line, shown, size
 from tool_tree.tree import INDEX_FILE, Manifest, ToolEntry, read_in_tree, servers_link
 
 if TYPE_CHECKING:
-    from sandbox.errors import Unreported
     from sandbox.host import Runtime
     from sandbox.results import ExecutionResult
 
@@ -209,12 +210,16 @@ class CodeToolset(Toolset):
         self.standalone = standalone
         self.timeout = timeout
         self._system = self.prompt("system_code.md.j2")
+        self.script = RunningScript()
 
     def tools(self) -> list[dict[str, Any]]:
         return tools_with_time_limit(self.timeout, self.packages) if self.standalone else [dict(t) for t in TOOLS]
 
     def system_prompt(self) -> str:
         return self._system
+
+    def script_running(self, at_least: float = 0.0) -> str | None:
+        return self.script.said(at_least)
 
     def start_conversation(self) -> None:
         self.tree_watch.again()  # a tree regenerated since the system prompt was written is told in each one
@@ -351,7 +356,8 @@ class CodeToolset(Toolset):
         except SessionError as e:  # it did not start
             return error(f"the sandbox session failed: {e}")
         try:
-            result = sandbox.execute(code)
+            with self.script.running(sandbox):
+                result = sandbox.execute(code)
         except SessionError as e:  # the calls the script had made follow: they happened (before: not said)
             then = f"; {NEXT_IS_NEW}" if sandbox.ended is not None else ""
             failed = error(f"the sandbox session failed: {e}{then}")
@@ -365,7 +371,7 @@ class CodeToolset(Toolset):
             if (stopped := interrupted_execution(e)) is not None:
                 setattr(e, INTERRUPTED_OUTCOME, self._outcome(stopped))
             elif (unreported := interrupted_unreported(e)) is not None:  # its result did not come: what is known
-                setattr(e, INTERRUPTED_OUTCOME, _unreported_outcome(unreported))
+                setattr(e, INTERRUPTED_OUTCOME, unreported_outcome(unreported))
             raise
         return self._outcome(result)
 
@@ -378,23 +384,3 @@ class CodeToolset(Toolset):
         note = f"{status} · {len(result.tool_calls)} call(s) from the script · {size(received)} of results received"
         blocks = execution_blocks(result)
         return ToolOutcome(blocks, is_error=not result.ok, script_calls=result.tool_calls, note=note)
-
-
-def printed_before_end(stdout: str | None, stderr: str | None, *, ended: str = "the sandbox ended") -> str:
-    """What a script printed before its sandbox ended under it (or before ``ended``), as the sandbox sent it
-    (`sandbox.errors.SessionError.stdout`), shaped as an execution's text; "" when nothing came."""
-    if not (parts := printed_parts(stdout, stderr)):
-        return ""
-    return "\n\n".join([f"[what the script printed before {ended}; its last moment may be missing]", *parts])
-
-
-def _unreported_outcome(unreported: Unreported) -> ToolOutcome:
-    """What a script did that an interrupt left without a result, as far as the host knows: what it printed and the
-    tool calls it made (they happened). Before: nothing, and the calls were not counted."""
-    content: list[dict[str, Any]] = []
-    if printed := printed_before_end(unreported.stdout, unreported.stderr, ended="the interrupt"):
-        content.append(text_block(printed))
-    if unreported.tool_calls:
-        content.append(text_block(ledger(unreported.tool_calls, unreported.tool_calls_omitted)))
-    note = f"interrupted before its result came · {len(unreported.tool_calls)} call(s) from the script"
-    return ToolOutcome(content, is_error=True, script_calls=unreported.tool_calls, note=note)

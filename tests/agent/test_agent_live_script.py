@@ -1,0 +1,99 @@
+"""`tooltree agent` while a script runs (`tooltree_cli.agent_live`): on a terminal, a line every few seconds says how
+long it has run, the tool call it waits on and the last line it printed; piped, nothing more than before. The real
+CLI on a pseudo-terminal, the real ``anthropic`` SDK against the fake API, a real sandbox and the sample servers."""
+
+from __future__ import annotations
+
+import os
+import pty
+import re
+import select
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from agent.testing import FakeMessagesAPI, reply, tool_use
+from tests.agent.conftest import Project
+from tooltree_cli import agent_live
+from tooltree_cli.main import main
+
+WAIT = 90.0
+SCRIPT = "from servers.media import slow_echo\nprint('fetching 500 leads')\nslow_echo(text='x', seconds={seconds})\n"
+# As a user runs it in a terminal: Ctrl-C is a KeyboardInterrupt (a test run in a background job ignores SIGINT).
+CLI = (
+    "import signal, sys\nsignal.signal(signal.SIGINT, signal.default_int_handler)\n"
+    "from tooltree_cli.main import main\nsys.exit(main(sys.argv[1:]))\n"
+)
+
+
+def _read_until(master: int, seen: bytearray, wanted: re.Pattern[bytes] | None) -> None:
+    """Read the terminal into ``seen`` until ``wanted`` matches it (None: until it closes); bounded by `WAIT`."""
+    deadline = time.monotonic() + WAIT
+    while wanted is None or not wanted.search(seen):
+        assert time.monotonic() < deadline, f"waited for {wanted!r}; the terminal showed {bytes(seen)!r}"
+        ready, _, _ = select.select([master], [], [], 0.5)
+        if not ready:
+            continue
+        try:
+            data = os.read(master, 65536)
+        except OSError:  # EIO: every writer has closed the terminal
+            data = b""
+        if not data:
+            assert wanted is None, f"the terminal closed before {wanted!r}: {bytes(seen)!r}"
+            return
+        seen += data
+
+
+@pytest.mark.docker
+def test_on_a_terminal_the_agent_says_what_a_running_script_waits_on_and_last_printed(
+    project: Project, owner: str
+) -> None:
+    # Before: nothing showed between the reply's line and the script's end, as if the run hung.
+    with FakeMessagesAPI([reply(tool_use("execute_python", {"code": SCRIPT.format(seconds=60)}))]) as api:
+        master, slave = pty.openpty()
+        env = {**os.environ, "ANTHROPIC_API_KEY": "sk-test", "ANTHROPIC_BASE_URL": api.base_url,
+               "TOOLTREE_SANDBOX_OWNER": owner}  # fmt: skip
+        argv = [sys.executable, "-c", CLI, "agent", "Slow task", "--config", str(project.config_path), "--tree",
+                str(project.tree)]  # fmt: skip
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=slave, stderr=slave, env=env)
+        os.close(slave)
+        seen = bytearray()
+        try:
+            _read_until(master, seen, re.compile(rb"  execute_python running for [^\n]*\n"))
+            assert proc.poll() is None, "the line came only once the script had ended"
+            proc.send_signal(signal.SIGINT)
+            _read_until(master, seen, None)
+            assert proc.wait(WAIT) == 130
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(WAIT)
+            os.close(master)
+    shown = seen.decode("utf-8", errors="replace").replace("\r\n", "\n")
+    line = next(line for line in shown.split("\n") if line.startswith("  execute_python running for"))
+    pattern = (
+        r"  execute_python running for (\d+) s; waiting on media\.slow_echo for (\d+) s; "
+        r"last printed: fetching 500 leads"
+    )
+    assert (match := re.fullmatch(pattern, line)), shown
+    assert int(match[1]) >= agent_live.NOTE_EVERY and int(match[2]) >= 1, line
+    assert shown.index("[turn 1] tool_use") < shown.index(line) < shown.index("tooltree: interrupted"), shown
+
+
+@pytest.mark.docker
+def test_piped_the_agent_says_nothing_of_a_running_script(
+    project: Project,
+    api: FakeMessagesAPI,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    docker_engine: object,
+) -> None:
+    monkeypatch.setattr(agent_live, "NOTE_EVERY", 0.05)  # many a line, were stderr a terminal
+    api.add(reply(tool_use("execute_python", {"code": SCRIPT.format(seconds=1.5)})), reply("Done."))
+    argv = ["agent", "Slow task", "--config", str(project.config_path), "--tree", str(project.tree)]
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert "running for" not in err and "\n  execute_python ok · 1 call(s) from the script" in err, err

@@ -1,0 +1,67 @@
+"""`tooltree agent` on a terminal: while a script runs, what it is doing, on stderr.
+
+Every `NOTE_EVERY` seconds that an ``execute_python`` has been running at least that long, a line of the live view
+says for how long, the tool calls it waits on and the last line it printed, in the words of `tooltree serve`'s
+progress (`agent.toolsets.script_running`): ``  execute_python running for 10 s; waiting on crm.search_records for
+9 s; last printed: fetching 500 leads``. Before, nothing showed between a reply's line and the script's end (30 s by
+default, up to the sandbox's timeout), as if the run hung. Only where stderr is a terminal and the live view is on
+(not ``--quiet``): a pipe or a log file gets the live view's lines as before, and each once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import threading
+from types import TracebackType
+from typing import TYPE_CHECKING, TextIO
+
+from tooltree_cli.exec_live import WAIT_NOTE_EVERY
+from tooltree_cli.output import terminal_label
+
+if TYPE_CHECKING:
+    from agent import Agent
+
+NOTE_EVERY = WAIT_NOTE_EVERY
+"""Seconds between two lines of a running script, and the least it has run to get one (as `tooltree exec`'s)."""
+NOTE_CHARS = 400
+"""The most characters of such a line after the tool's name (the last line printed alone may have 200)."""
+SCRIPT_TOOL = "execute_python"
+
+
+class ScriptNotes:
+    """While ``agent`` runs (a ``with`` block), on a thread of its own: what its running script does (`NOTE_EVERY`),
+    on ``stream`` when it is a terminal and not ``quiet``; nothing otherwise, nor in a mode that runs no scripts."""
+
+    def __init__(self, agent: Agent, *, quiet: bool = False, stream: TextIO | None = None) -> None:
+        self._agent, self._stream = agent, stream if stream is not None else sys.stderr
+        self._on = not quiet and agent.toolset.needs_sandbox and _is_terminal(self._stream)
+        self._done = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> ScriptNotes:
+        if self._on:
+            self._thread = threading.Thread(target=self._run, name="agent-script-notes", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self._done.set()
+        if self._thread is not None:
+            self._thread.join(NOTE_EVERY)
+
+    def _run(self) -> None:
+        while not self._done.wait(NOTE_EVERY):
+            said = self._agent.toolset.script_running(at_least=NOTE_EVERY)
+            if said is not None and not self._done.is_set():
+                with contextlib.suppress(OSError, ValueError):  # a terminal gone: the run goes on (`_live_line`)
+                    print(f"  {SCRIPT_TOOL} {terminal_label(said, NOTE_CHARS)}", file=self._stream, flush=True)
+
+
+def _is_terminal(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError, OSError):
+        return False
