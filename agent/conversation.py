@@ -12,7 +12,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sandbox.config import SandboxConfig
+    from sandbox.host import Runtime
+    from tool_tree.config import Config
 
 NEW_SANDBOX = "a new sandbox: variables, imports and workspace files of the earlier turns are gone"
 """The note of a run whose conversation scripted in a sandbox it no longer has."""
@@ -119,3 +124,17 @@ class NewSandboxNote:
             blocks = [{"type": "text", "text": f"[{self.note}]"}, *blocks]
         result["content"] = blocks
         self.note = ""
+
+
+def sandbox_packages(config: Config, sandbox_config: SandboxConfig | None, runtime: Runtime | None) -> tuple[str, ...]:
+    """The ``sandbox.pip_packages`` of the image the run's scripts run in (``runtime``'s when given, else
+    ``sandbox_config``, else ``config``'s ``sandbox:`` section), which code mode's prompt names.
+
+    Raises:
+        ConfigError: the config's ``sandbox:`` section is not valid (as the runtime would say when it starts).
+    """
+    from sandbox.config import SandboxConfig
+
+    if runtime is not None:
+        config, sandbox_config = runtime.config, runtime.sandbox_config
+    return (sandbox_config or SandboxConfig.from_config(config)).pip_packages

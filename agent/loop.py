@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent.calls import INTERRUPTED_RESULTS, answers_at_stop, run_tool_uses, used_ids
-from agent.conversation import NewSandboxNote, check_sandbox_args, check_task
+from agent.conversation import NewSandboxNote, check_sandbox_args, check_task, sandbox_packages
 from agent.defaults import (
     BATCH_MODES,
     DEFAULT_BATCH_MAX,
@@ -229,8 +229,9 @@ class Agent:
         check_paths(self.transcript, state=state, config=Path(config.source), workspace=workspace, tree=self.tree)
         batch = batch if batch is not None else bool(settings.get("batch", True))
         batch_max = int(settings.get("batch_max", DEFAULT_BATCH_MAX)) if batch and mode in BATCH_MODES else None
+        packages = sandbox_packages(config, sandbox_config, runtime) if mode == "code" else ()  # its prompt says them
         self.toolset = make_toolset(mode, self.tree, pinned=pinned, prefilter=self.prefilter, batch_max=batch_max,
-                                    config=config.file)  # fmt: skip
+                                    config=config.file, packages=packages)  # fmt: skip
         self.system = self.toolset.system_prompt()
         self.tools = self.toolset.tools()
 

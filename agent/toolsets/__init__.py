@@ -38,9 +38,11 @@ def make_toolset(
     prefilter: PreFilter | None = None,
     batch_max: int | None = None,
     config: str | None = None,
+    packages: Sequence[str] = (),
 ) -> Toolset:
     """The toolset of ``mode`` over ``tree``; ``config``, the configuration file in use, is named in the command to
-    regenerate the tree (a pinned tool it lacks).
+    regenerate the tree (a pinned tool it lacks); ``packages``, the ``sandbox.pip_packages`` of the image, are named in
+    code mode's system prompt, which says what the sandbox has (`agent.prompts.sandbox_holds`).
 
     ``prefilter`` narrows ``filtered`` mode (which needs one) and, in ``code`` mode, inlines the
     admitted tools' signatures; ``batch_max`` offers ``batch_tool`` in ``direct``, ``tool-search``
@@ -58,8 +60,8 @@ def make_toolset(
         if prefilter is not None:
             from agent.toolsets.code_filtered import PrefilteredCodeToolset
 
-            return PrefilteredCodeToolset(tree, pinned=pinned, prefilter=prefilter, config=config)
-        return CodeToolset(tree, pinned=pinned, config=config)
+            return PrefilteredCodeToolset(tree, pinned=pinned, prefilter=prefilter, config=config, packages=packages)
+        return CodeToolset(tree, pinned=pinned, config=config, packages=packages)
     if mode == "direct":
         return DirectToolset(tree, pinned=pinned, batch_max=batch_max, config=config)
     if mode == "tool-search":

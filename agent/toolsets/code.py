@@ -178,6 +178,7 @@ class CodeToolset(Toolset):
             it, such a tool is an error.
         manifest: the tree's manifest, when the caller read it (else read here).
         config: the configuration file in use (`agent.toolsets.base.Toolset`).
+        packages: the ``sandbox.pip_packages`` the image adds, said with what the sandbox has (`sandbox_holds`).
 
     Raises:
         AgentSetupError: no manifest, a pinned tool is not in the tree (and no ``pinned_missing``), or the tree's
@@ -185,7 +186,6 @@ class CodeToolset(Toolset):
     """
 
     mode = "code"
-    packages: tuple[str, ...] = ()  # the image's pip_packages, said with standalone tools and in serve.md.j2
     needs_sandbox = True
 
     def __init__(
@@ -199,7 +199,9 @@ class CodeToolset(Toolset):
         pinned_missing: Callable[[AgentSetupError], None] | None = None,
         manifest: Manifest | None = None,
         config: str | None = None,
+        packages: Sequence[str] = (),
     ) -> None:
+        self.packages = tuple(packages)  # before the prompt: it says them
         self.tree_watch = TreeWatch(tree)  # before the manifest is read: a file replaced meanwhile is told
         super().__init__(tree, manifest=manifest, config=config)
         self.tree_watch.manifest = self.manifest

@@ -54,6 +54,7 @@ class PrefilteredCodeToolset(CodeToolset):
         index_chars: the longest ``INDEX.md`` inlined as is.
         signature_chars: budget of the signatures of admitted tools.
         line_chars: budget of the one-line entries.
+        packages: the ``sandbox.pip_packages`` the image adds (`CodeToolset`).
 
     Raises:
         AgentSetupError: no manifest, or a pinned tool is not in the tree.
@@ -69,10 +70,11 @@ class PrefilteredCodeToolset(CodeToolset):
         signature_chars: int = SIGNATURE_CHARS,
         line_chars: int = LINE_CHARS,
         config: str | None = None,
+        packages: Sequence[str] = (),
     ) -> None:
         self._picked: list[str] = []
         """The entries shown for the pre-filter's tools, in the order they were appended."""
-        super().__init__(tree, pinned=pinned, index_chars=index_chars, config=config)
+        super().__init__(tree, pinned=pinned, index_chars=index_chars, config=config, packages=packages)
         self.prefilter = prefilter
         self.signature_chars = signature_chars
         self.line_chars = line_chars
