@@ -17,6 +17,7 @@ from agent.errors import AgentSetupError
 from agent.files import FileAccessError, FileView
 from agent.prompts import render, sandbox_holds
 from agent.toolsets.base import INTERRUPTED_OUTCOME, NOTE_CHARS, ToolOutcome, Toolset, error, note_text, with_note
+from agent.toolsets.code_unknown import unknown_code_tool
 from agent.toolsets.script_ended import printed_before_end, unreported_outcome
 from agent.toolsets.script_running import RunningScript
 from agent.toolsets.tree_changed import TreeWatch
@@ -311,7 +312,7 @@ class CodeToolset(Toolset):
 
     def _call(self, name: str, arguments: Mapping[str, Any], runtime: Runtime) -> ToolOutcome:
         if name not in ARGUMENTS:
-            return error(f"unknown tool {shown(name)}; the tools are {', '.join(ARGUMENTS)}")
+            return error(unknown_code_tool(name, list(ARGUMENTS), self.manifest))
         if (refused := unknown_arguments(name, arguments)) is not None:
             return error(refused)
         if name in ("list_files", "read_file") and (link := servers_link(self.tree)) is not None:
