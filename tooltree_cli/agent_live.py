@@ -6,15 +6,20 @@ progress (`agent.toolsets.script_running`): ``  execute_python running for 10 s;
 9 s; last printed: fetching 500 leads``. Before, nothing showed between a reply's line and the script's end (30 s by
 default, up to the sandbox's timeout), as if the run hung. Only where stderr is a terminal and the live view is on
 (not ``--quiet``): a pipe or a log file gets the live view's lines as before, and each once.
+
+A Ctrl-C while a script runs says at once, wherever stderr goes (not with ``--quiet``), that the script is being
+stopped, as `tooltree exec` says it: the sandbox waits up to 10 s for the script to end (`sandbox.Sandbox.execute`), and
+before, nothing showed meanwhile, as if the Ctrl-C had not been heard.
 """
 
 from __future__ import annotations
 
 import contextlib
+import signal
 import sys
 import threading
-from types import TracebackType
-from typing import TYPE_CHECKING, TextIO
+from types import FrameType, TracebackType
+from typing import TYPE_CHECKING, Any, TextIO
 
 from tooltree_cli.exec_live import WAIT_NOTE_EVERY
 from tooltree_cli.output import terminal_label
@@ -27,19 +32,30 @@ NOTE_EVERY = WAIT_NOTE_EVERY
 NOTE_CHARS = 400
 """The most characters of such a line after the tool's name (the last line printed alone may have 200)."""
 SCRIPT_TOOL = "execute_python"
+STOPPING = "tooltree: interrupted: stopping the script (Ctrl-C again quits at once)"
+"""Said at the first Ctrl-C while a script runs (the words of `tooltree_cli.exec_stop`)."""
 
 
 class ScriptNotes:
     """While ``agent`` runs (a ``with`` block), on a thread of its own: what its running script does (`NOTE_EVERY`),
-    on ``stream`` when it is a terminal and not ``quiet``; nothing otherwise, nor in a mode that runs no scripts."""
+    on ``stream`` when it is a terminal and not ``quiet``; nothing otherwise, nor in a mode that runs no scripts. Not
+    ``quiet``, on the main thread, where Ctrl-C has Python's own handler, the first Ctrl-C while a script runs says
+    `STOPPING` on ``stream`` before it goes on as the KeyboardInterrupt it was."""
 
     def __init__(self, agent: Agent, *, quiet: bool = False, stream: TextIO | None = None) -> None:
         self._agent, self._stream = agent, stream if stream is not None else sys.stderr
+        self._quiet = quiet
         self._on = not quiet and agent.toolset.needs_sandbox and _is_terminal(self._stream)
         self._done = threading.Event()
         self._thread: threading.Thread | None = None
+        self._previous: Any = None
+        self._stopping = False
 
     def __enter__(self) -> ScriptNotes:
+        main = threading.current_thread() is threading.main_thread()
+        ours = signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        if main and ours and not self._quiet and self._agent.toolset.needs_sandbox:
+            self._previous = signal.signal(signal.SIGINT, self._on_ctrl_c)
         if self._on:
             self._thread = threading.Thread(target=self._run, name="agent-script-notes", daemon=True)
             self._thread.start()
@@ -49,8 +65,18 @@ class ScriptNotes:
         self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
     ) -> None:
         self._done.set()
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
         if self._thread is not None:
             self._thread.join(NOTE_EVERY)
+
+    def _on_ctrl_c(self, signum: int, frame: FrameType | None) -> None:
+        if not self._stopping and self._agent.toolset.script_running() is not None:
+            self._stopping = True
+            with contextlib.suppress(OSError, ValueError, RuntimeError):  # RuntimeError: a write it cut into
+                self._stream.write(f"{STOPPING}\n")
+                self._stream.flush()
+        signal.default_int_handler(signum, frame)
 
     def _run(self) -> None:
         while not self._done.wait(NOTE_EVERY):

@@ -81,6 +81,9 @@ def test_on_a_terminal_the_agent_says_what_a_running_script_waits_on_and_last_pr
     assert (match := re.fullmatch(pattern, line)), shown
     assert int(match[1]) >= agent_live.NOTE_EVERY and int(match[2]) >= 1, line
     assert shown.index("[turn 1] tool_use") < shown.index(line) < shown.index("tooltree: interrupted"), shown
+    # Ctrl-C says at once that it stops the script (before: nothing while the sandbox waited up to 10 s for it).
+    stopping = shown.index("\ntooltree: interrupted: stopping the script (Ctrl-C again quits at once)\n")
+    assert shown.index(line) < stopping < shown.index("  execute_python cancelled"), shown
 
 
 @pytest.mark.docker
