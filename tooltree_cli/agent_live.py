@@ -1,11 +1,11 @@
 """`tooltree agent` on a terminal: while a script runs, what it is doing, on stderr.
 
-Every `NOTE_EVERY` seconds that an ``execute_python`` has been running at least that long, a line of the live view
-says for how long, the tool calls it waits on and the last line it printed, in the words of `tooltree serve`'s
-progress (`agent.toolsets.script_running`): ``  execute_python running for 10 s; waiting on crm.search_records for
-9 s; last printed: fetching 500 leads``. Before, nothing showed between a reply's line and the script's end (30 s by
-default, up to the sandbox's timeout), as if the run hung. Only where stderr is a terminal and the live view is on
-(not ``--quiet``): a pipe or a log file gets the live view's lines as before, and each once.
+Every `NOTE_EVERY` seconds that an ``execute_python`` has been running (the first after that long), a line of the live
+view says for how long, the tool calls it waits on and the last line it printed, in the words of `tooltree serve`'s
+progress (`agent.toolsets.script_running`): `` execute_python running for 10 s; waiting on crm.search_records for 9 s;
+last printed: fetching 500 leads``. Before, nothing showed between a reply's line and the script's end (30 s by default,
+up to the sandbox's timeout), as if the run hung. Only where stderr is a terminal and the live view is on (not
+``--quiet``): a pipe or a log file gets the live view's lines as before, and each once.
 
 A Ctrl-C while a script runs says at once, wherever stderr goes (not with ``--quiet``), that the script is being
 stopped, as `tooltree exec` says it: the sandbox waits up to 10 s for the script to end (`sandbox.Sandbox.execute`), and
@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 
 NOTE_EVERY = WAIT_NOTE_EVERY
 """Seconds between two lines of a running script, and the least it has run to get one (as `tooltree exec`'s)."""
+POLL = 0.5
+"""Seconds between two looks at the running script: its lines come within that of each `NOTE_EVERY` it has run."""
 NOTE_CHARS = 400
 """The most characters of such a line after the tool's name (the last line printed alone may have 200)."""
 SCRIPT_TOOL = "execute_python"
@@ -50,6 +52,8 @@ class ScriptNotes:
         self._thread: threading.Thread | None = None
         self._previous: Any = None
         self._stopping = False
+        self._lines = 0
+        """Lines said of the script running now."""
 
     def __enter__(self) -> ScriptNotes:
         main = threading.current_thread() is threading.main_thread()
@@ -79,11 +83,24 @@ class ScriptNotes:
         signal.default_int_handler(signum, frame)
 
     def _run(self) -> None:
-        while not self._done.wait(NOTE_EVERY):
-            said = self._agent.toolset.script_running(at_least=NOTE_EVERY)
-            if said is not None and not self._done.is_set():
-                with contextlib.suppress(OSError, ValueError):  # a terminal gone: the run goes on (`_live_line`)
-                    print(f"  {SCRIPT_TOOL} {terminal_label(said, NOTE_CHARS)}", file=self._stream, flush=True)
+        while not self._done.wait(POLL):
+            self.tick()
+
+    def tick(self) -> None:
+        """Say what the running script does when it has run another `NOTE_EVERY` seconds since the last line said it
+        (the first at `NOTE_EVERY`): the thread's loop calls it every `POLL` seconds. Before, the thread looked every
+        `NOTE_EVERY` seconds from the run's start, so a script's first line came 5 to 10 s into it, and a script of
+        6 s could have none."""
+        toolset = self._agent.toolset
+        if toolset.script_running() is None:
+            self._lines = 0  # the next script's first line comes at NOTE_EVERY
+            return
+        said = toolset.script_running(at_least=(self._lines + 1) * NOTE_EVERY)
+        if said is None or self._done.is_set():
+            return
+        self._lines += 1
+        with contextlib.suppress(OSError, ValueError):  # a terminal gone: the run goes on (`_live_line`)
+            print(f"  {SCRIPT_TOOL} {terminal_label(said, NOTE_CHARS)}", file=self._stream, flush=True)
 
 
 def _is_terminal(stream: TextIO) -> bool:

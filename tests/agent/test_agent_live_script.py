@@ -4,6 +4,7 @@ CLI on a pseudo-terminal, the real ``anthropic`` SDK against the fake API, a rea
 
 from __future__ import annotations
 
+import io
 import os
 import pty
 import re
@@ -12,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from types import SimpleNamespace
 
 import pytest
 
@@ -100,3 +102,38 @@ def test_piped_the_agent_says_nothing_of_a_running_script(
     assert main(argv) == 0
     err = capsys.readouterr().err
     assert "running for" not in err and "\n  execute_python ok · 1 call(s) from the script" in err, err
+
+
+class _Toolset:
+    """A code-mode toolset's `script_running` whose script has run ``seconds`` (None: no script runs)."""
+
+    needs_sandbox = True
+
+    def __init__(self) -> None:
+        self.seconds: float | None = None
+
+    def script_running(self, at_least: float = 0.0) -> str | None:
+        if self.seconds is None or self.seconds < at_least:
+            return None
+        return f"running for {self.seconds:.0f} s"
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_each_script_says_what_it_does_once_per_note_every_from_its_own_start() -> None:
+    # Before: the thread looked every 5 s from the run's start, so a script's first line came 5 to 10 s into it, and a
+    # script of 6 s could have none. Its looks are driven here (`tick`), not timed.
+    toolset, terminal = _Toolset(), _Terminal()
+    notes = agent_live.ScriptNotes(SimpleNamespace(toolset=toolset), stream=terminal)  # type: ignore[arg-type]
+    every = agent_live.NOTE_EVERY
+    for seconds in (None, 0.5, every - 0.1, every + 0.1, every + 0.6, 2 * every, None, 1.0, every):
+        toolset.seconds = seconds
+        notes.tick()
+    assert terminal.getvalue().splitlines() == [
+        f"  execute_python running for {every + 0.1:.0f} s",
+        f"  execute_python running for {2 * every:.0f} s",
+        f"  execute_python running for {every:.0f} s",  # the next script's first, at its own 5 s
+    ]
