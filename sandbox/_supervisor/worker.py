@@ -60,6 +60,7 @@ from .limits import (
     too_many_values,
 )
 from .options import OptionError, parse_options
+from .suggestions import suggested
 from .wire import (
     MAX_DEPTH,
     MAX_FRAME_VALUES,
@@ -431,18 +432,19 @@ class Runner:
 
     def format_error(self, exc: BaseException) -> tuple[str, str]:
         """``(error, traceback trimmed to the user's frames)``: the error is the exception's type and message, every
-        line of it, as the traceback ends (without its notes)."""
+        line of it, as the traceback ends (without its notes); both with the name a typo meant (`suggestions`)."""
         te = traceback.TracebackException(type(exc), exc, exc.__traceback__)
         seen: set[int] = set()
-        todo = [te]
+        todo: list[tuple[traceback.TracebackException, BaseException | None]] = [(te, exc)]
         while todo:
-            item = todo.pop()
+            item, raised = todo.pop()
             if id(item) in seen:
                 continue
             seen.add(id(item))
             self._trim(item)
-            todo.extend(x for x in (item.__cause__, item.__context__) if x is not None)
-        lines = traceback.format_exception_only(type(exc), exc)
+            suggested(item, raised)
+            todo.extend((x, getattr(raised, a, None)) for a in ("__cause__", "__context__") if (x := getattr(item, a)))
+        lines = list(te.format_exception_only())
         line = next((x for x in lines if x[:1] not in (" ", "\t")), lines[-1]).strip()
         if isinstance(exc, SyntaxError) and exc.lineno:
             line += f" (line {exc.lineno})"

@@ -1,0 +1,172 @@
+""" "Did you mean: 'x'?" for a script's NameError, AttributeError and ImportError, as Python 3.12's `traceback` says it.
+
+The worker formats a script's error with `traceback.TracebackException`, which adds these suggestions only from
+Python 3.12 on (before, only the interpreter's own hook did, and the worker formats errors itself): in a sandbox of
+3.10 or 3.11 a model's typo (``leedz``, ``crm.serach_records``) got none. The names come from the same places with the
+same measure (a Levenshtein distance where a change of case costs half a change, at most a third of the names' length
+apart, names of 40 characters at most, from 750 candidates at most). Besides what 3.12 says, in any version:
+
+- a package's modules count among its names, imported or not: ``from servers import crmm`` → 'crm', and a module not
+  found in a package is matched against them: ``import servers.crmm`` → 'servers.crm';
+- a server's package in the tree (``servers.<server>``) names the README that lists its tools when no tool is close.
+
+Only names already loaded are looked at (`sys.modules`): nothing is imported to suggest a name.
+"""
+
+from __future__ import annotations
+
+import os
+import pkgutil
+import re
+import sys
+import traceback
+import types
+from collections.abc import Iterable
+
+_MAX_CANDIDATES = 750
+_MAX_NAME = 40
+_MOVE_COST = 2
+_CASE_COST = 1
+_MODULE_ATTRIBUTE = re.compile(r"module '([\w.]+)' has no attribute '(\w+)'")
+_CANNOT_IMPORT = re.compile(r"cannot import name '(\w+)' from '([\w.]+)'")
+_SERVER_PACKAGE = re.compile(r"servers\.\w+")
+
+
+def _distance(a: str, b: str, limit: int) -> int:
+    """The edit distance of ``a`` and ``b`` (a change of case costs `_CASE_COST`, any other edit `_MOVE_COST`); past
+    ``limit``, any number over it."""
+    if a == b:
+        return 0
+    if abs(len(a) - len(b)) * _MOVE_COST > limit:
+        return limit + 1
+    row = [i * _MOVE_COST for i in range(len(b) + 1)]
+    for i, ca in enumerate(a, 1):
+        previous, row[0] = row[0], i * _MOVE_COST
+        best = row[0]
+        for j, cb in enumerate(b, 1):
+            cost = 0 if ca == cb else _CASE_COST if ca.lower() == cb.lower() else _MOVE_COST
+            previous, row[j] = row[j], min(previous + cost, row[j] + _MOVE_COST, row[j - 1] + _MOVE_COST)
+            best = min(best, row[j])
+        if best > limit:
+            return limit + 1
+    return row[-1]
+
+
+def closest(wrong: str, candidates: Iterable[str]) -> str | None:
+    """The candidate nearest ``wrong`` that is near enough, the first of equals in ``candidates``' order; else None."""
+    names = [c for c in dict.fromkeys(candidates) if isinstance(c, str)]
+    if len(names) > _MAX_CANDIDATES or len(wrong) > _MAX_NAME:
+        return None
+    found, best = None, len(wrong)
+    for name in names:
+        if name == wrong or len(name) > _MAX_NAME:
+            continue
+        limit = min((len(name) + len(wrong) + 3) * _MOVE_COST // 6, best - 1)
+        distance = _distance(wrong, name, limit)
+        if distance <= limit:
+            found, best = name, distance
+    return found
+
+
+def _modules_in(package: types.ModuleType) -> list[str]:
+    """The modules of ``package`` (its files, imported or not); none for a module that is no package."""
+    path = getattr(package, "__path__", None)
+    return [m.name for m in pkgutil.iter_modules(path)] if isinstance(path, list) else []
+
+
+def _public(names: Iterable[str], wrong: str) -> list[str]:
+    """``names`` but those starting with an underscore, unless ``wrong`` does."""
+    return sorted(n for n in names if isinstance(n, str) and (n[:1] != "_" or wrong[:1] == "_"))
+
+
+def _tools_listed(module: types.ModuleType) -> str:
+    """For a server's package of the tree with a README: where its tools are listed."""
+    name, file = module.__name__, getattr(module, "__file__", None)
+    if not _SERVER_PACKAGE.fullmatch(name) or not isinstance(file, str):
+        return ""
+    if not os.path.isfile(os.path.join(os.path.dirname(file), "README.md")):
+        return ""
+    return f". The tools of {name} are listed in {name.replace('.', '/')}/README.md"
+
+
+def _in_module(module: types.ModuleType | None, wrong: str) -> str:
+    if module is None:
+        return ""
+    found = closest(wrong, _public({*dir(module), *_modules_in(module)}, wrong))
+    return f". Did you mean: '{found}'?" if found else _tools_listed(module)
+
+
+def _innermost(tb: types.TracebackType | None) -> types.FrameType | None:
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return None if tb is None else tb.tb_frame
+
+
+def _name_error(exc: NameError) -> str:
+    wrong: object = exc.name
+    frame = _innermost(exc.__traceback__)
+    if not isinstance(wrong, str) or frame is None:
+        return ""
+    found = None
+    if "self" in frame.f_locals and hasattr(frame.f_locals["self"], wrong):
+        found = f"self.{wrong}"
+    else:
+        found = closest(wrong, [*frame.f_locals, *frame.f_globals, *frame.f_builtins])
+    said = f". Did you mean: '{found}'?" if found else ""
+    if wrong in sys.stdlib_module_names:
+        said += f" Or did you forget to import '{wrong}'?" if found else f". Did you forget to import '{wrong}'?"
+    return said
+
+
+def _attribute_error(exc: AttributeError) -> str:
+    wrong: object = exc.name  # None when raised by hand (typeshed says str)
+    obj = exc.obj
+    if wrong is None:  # raised by hand, as a module's __getattr__ does (a server's package): its text says which
+        said = _MODULE_ATTRIBUTE.fullmatch(str(exc))
+        if said is None:
+            return ""
+        return _in_module(sys.modules.get(said[1]), said[2])
+    if not isinstance(wrong, str):
+        return ""
+    if isinstance(obj, types.ModuleType):
+        return _in_module(obj, wrong)
+    frame = _innermost(exc.__traceback__)
+    own = frame is not None and frame.f_locals.get("self") is obj  # in its own method: its private names too
+    found = closest(wrong, sorted(n for n in dir(obj) if isinstance(n, str)) if own else _public(dir(obj), wrong))
+    return f". Did you mean: '{found}'?" if found else ""
+
+
+def _import_error(exc: ImportError) -> str:
+    if isinstance(exc, ModuleNotFoundError):
+        parent, _, wrong = (exc.name or "").rpartition(".")
+        package = sys.modules.get(parent) if parent else None
+        found = closest(wrong, _modules_in(package)) if package is not None else None
+        return f". Did you mean: '{parent}.{found}'?" if found else ""
+    said = _CANNOT_IMPORT.match(str(exc))
+    if said is None:
+        return ""
+    return _in_module(sys.modules.get(said[2]), said[1])
+
+
+def suggestion(exc: BaseException) -> str:
+    """What to add to the message of ``exc`` (from ". Did you mean: 'x'?"), or "" when nothing is near enough.
+
+    A suggestion is a courtesy: whatever a script's objects raise while their names are read (a ``__dir__`` or a
+    property that fails) leaves the error as it was."""
+    try:
+        if isinstance(exc, NameError):
+            return _name_error(exc)
+        if isinstance(exc, AttributeError):
+            return _attribute_error(exc)
+        if isinstance(exc, ImportError):
+            return _import_error(exc)
+    except Exception:  # see the docstring: never a second error in place of the script's
+        return ""
+    return ""
+
+
+def suggested(te: traceback.TracebackException, exc: BaseException | None) -> None:
+    """Add `suggestion` of ``exc`` to the message ``te`` formats, unless its Python's `traceback` gave one (3.12 on)."""
+    text = te.__dict__.get("_str")
+    if exc is not None and isinstance(text, str) and ". Did you " not in text:
+        te.__dict__["_str"] = text + suggestion(exc)

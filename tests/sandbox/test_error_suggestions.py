@@ -1,0 +1,93 @@
+"""A script's typo gets Python 3.12's "Did you mean: 'x'?" in the sandbox, whatever its interpreter.
+
+Before: the sandbox's Python 3.11 `traceback` module, with which the worker formats a script's error, adds no
+suggestion (only the interpreter's own hook did), so ``crm.serach_records`` said "module 'servers.crm' has no attribute
+'serach_records'" alone, and the model read the server's README to find the name it had mistyped.
+
+Real parts: a tree generated from the raw test server, a real container, `tooltree exec`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from sandbox import DockerBackend, Sandbox, SandboxConfig
+from tests.docker_cli import EngineWithCLI
+from tests.support import raw_server_config
+from tooltree_cli.main import main
+
+pytestmark = pytest.mark.docker
+
+TOOLS = [
+    {"name": name, "inputSchema": {"type": "object", "properties": {"query": {"type": "string"}}}}
+    for name in ("search_records", "get_record", "update_record")
+]
+
+CASES = [
+    ("leads = []\nprint(len(leedz))", "NameError: name 'leedz' is not defined. Did you mean: 'leads'?"),
+    ("print(json.dumps(1))", "NameError: name 'json' is not defined. Did you forget to import 'json'?"),
+    (
+        "from servers import crm\ncrm.serach_records(query='acme')",
+        "AttributeError: module 'servers.crm' has no attribute 'serach_records'. Did you mean: 'search_records'?",
+    ),
+    (
+        "from servers.crm import serach_records",
+        "ImportError: cannot import name 'serach_records' from 'servers.crm' (/workspace/servers/crm/__init__.py). "
+        "Did you mean: 'search_records'?",
+    ),
+    (
+        "from servers.crm import nonexistent",
+        "ImportError: cannot import name 'nonexistent' from 'servers.crm' (/workspace/servers/crm/__init__.py). "
+        "The tools of servers.crm are listed in servers/crm/README.md",
+    ),
+    ("import servers.crmm", "ModuleNotFoundError: No module named 'servers.crmm'. Did you mean: 'servers.crm'?"),
+    (
+        "from servers import crmm",
+        "ImportError: cannot import name 'crmm' from 'servers' (/workspace/servers/__init__.py). Did you mean: 'crm'?",
+    ),
+    ("rows = []\nrows.apend(1)", "AttributeError: 'list' object has no attribute 'apend'. Did you mean: 'append'?"),
+    (
+        "class Lead:\n    limit = 5\n    def top(self):\n        return limit\nLead().top()",
+        "NameError: name 'limit' is not defined. Did you mean: 'self.limit'?",
+    ),
+    ("raise AttributeError('no such thing')", "AttributeError: no such thing"),
+]
+
+
+@pytest.fixture(scope="module")
+def crm_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A generated tree whose server is named crm (the raw server's, renamed in its config)."""
+    folder = tmp_path_factory.mktemp("suggest")
+    config, tree = raw_server_config(folder, {"pages": [TOOLS]}), folder / "tree"
+    config.write_text(config.read_text(encoding="utf-8").replace("\n  raw:\n", "\n  crm:\n"), encoding="utf-8")
+    assert main(["generate-tree", "--config", str(config), "--out", str(tree)]) == 0
+    assert (tree / "servers" / "crm" / "search_records.py").is_file()
+    return tree
+
+
+def test_a_scripts_typo_gets_the_name_it_meant_in_its_error_and_traceback(
+    docker_engine: EngineWithCLI, test_config: SandboxConfig, crm_tree: Path
+) -> None:
+    backend = DockerBackend(test_config, tree=crm_tree, docker=docker_engine)
+    backend.prepare()
+    with Sandbox(backend) as sb:
+        for code, error in CASES:
+            result = sb.execute(code)
+            assert result.error == error, code
+            assert result.traceback is not None
+            assert result.traceback.endswith(error + "\n"), result.traceback
+
+
+def test_exec_names_the_tool_a_misspelled_stub_meant(
+    docker_engine: EngineWithCLI, crm_tree: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = crm_tree.parent / "tooltree.yaml"
+    code = "from servers import crm\nprint(crm.get_recrod(query='acme'))"
+    assert main(["exec", "-c", code, "--config", str(config), "--tree", str(crm_tree), "--json"]) == 1
+    printed = json.loads(capsys.readouterr().out)
+    said = "AttributeError: module 'servers.crm' has no attribute 'get_recrod'. Did you mean: 'get_record'?"
+    assert printed["error"] == said
+    assert printed["traceback"].endswith(said + "\n")
