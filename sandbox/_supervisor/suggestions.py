@@ -1,16 +1,16 @@
-""" "Did you mean: 'x'?" for a script's NameError, AttributeError and ImportError, as Python 3.12's `traceback` says it.
+"""The "Did you mean: 'x'?" Python 3.12's `traceback` adds to a script's NameError, AttributeError and ImportError.
 
 The worker formats a script's error with `traceback.TracebackException`, which adds these suggestions only from
 Python 3.12 on (before, only the interpreter's own hook did, and the worker formats errors itself): in a sandbox of
-3.10 or 3.11 a model's typo (``leedz``, ``crm.serach_records``) got none. The names come from the same places with the
-same measure (a Levenshtein distance where a change of case costs half a change, at most a third of the names' length
-apart, names of 40 characters at most, from 750 candidates at most). Besides what 3.12 says, in any version:
+3.10 or 3.11 a model's typo (``leedz``, ``crm.serach_records``) got none. The names come from where 3.12 takes them
+and are measured as it measures them (`names_near`). Besides what 3.12 says, in any version:
 
 - a package's modules count among its names, imported or not: ``from servers import crmm`` → 'crm', and a module not
   found in a package is matched against them: ``import servers.crmm`` → 'servers.crm';
-- a server's package in the tree (``servers.<server>``) names the README that lists its tools when no tool is close.
+- a server's package in the tree (``servers.<server>``) names the README that lists its tools when no tool is close;
+- a TypeError refusing a call of a stub names the stub (`stub_calls`).
 
-Only names already loaded are looked at (`sys.modules`): nothing is imported to suggest a name.
+Only what is already loaded is looked at: nothing is imported to suggest a name.
 """
 
 from __future__ import annotations
@@ -23,49 +23,12 @@ import traceback
 import types
 from collections.abc import Iterable
 
-_MAX_CANDIDATES = 750
-_MAX_NAME = 40
-_MOVE_COST = 2
-_CASE_COST = 1
+from .names_near import closest
+from .stub_calls import stub_call_refused
+
 _MODULE_ATTRIBUTE = re.compile(r"module '([\w.]+)' has no attribute '(\w+)'")
 _CANNOT_IMPORT = re.compile(r"cannot import name '(\w+)' from '([\w.]+)'")
 _SERVER_PACKAGE = re.compile(r"servers\.\w+")
-
-
-def _distance(a: str, b: str, limit: int) -> int:
-    """The edit distance of ``a`` and ``b`` (a change of case costs `_CASE_COST`, any other edit `_MOVE_COST`); past
-    ``limit``, any number over it."""
-    if a == b:
-        return 0
-    if abs(len(a) - len(b)) * _MOVE_COST > limit:
-        return limit + 1
-    row = [i * _MOVE_COST for i in range(len(b) + 1)]
-    for i, ca in enumerate(a, 1):
-        previous, row[0] = row[0], i * _MOVE_COST
-        best = row[0]
-        for j, cb in enumerate(b, 1):
-            cost = 0 if ca == cb else _CASE_COST if ca.lower() == cb.lower() else _MOVE_COST
-            previous, row[j] = row[j], min(previous + cost, row[j] + _MOVE_COST, row[j - 1] + _MOVE_COST)
-            best = min(best, row[j])
-        if best > limit:
-            return limit + 1
-    return row[-1]
-
-
-def closest(wrong: str, candidates: Iterable[str]) -> str | None:
-    """The candidate nearest ``wrong`` that is near enough, the first of equals in ``candidates``' order; else None."""
-    names = [c for c in dict.fromkeys(candidates) if isinstance(c, str)]
-    if len(names) > _MAX_CANDIDATES or len(wrong) > _MAX_NAME:
-        return None
-    found, best = None, len(wrong)
-    for name in names:
-        if name == wrong or len(name) > _MAX_NAME:
-            continue
-        limit = min((len(name) + len(wrong) + 3) * _MOVE_COST // 6, best - 1)
-        distance = _distance(wrong, name, limit)
-        if distance <= limit:
-            found, best = name, distance
-    return found
 
 
 def _modules_in(package: types.ModuleType) -> list[str]:
@@ -148,12 +111,17 @@ def _import_error(exc: ImportError) -> str:
     return _in_module(sys.modules.get(said[2]), said[1])
 
 
-def suggestion(exc: BaseException) -> str:
-    """What to add to the message of ``exc`` (from ". Did you mean: 'x'?"), or "" when nothing is near enough.
+def suggestion(exc: BaseException, text: str = "") -> str:
+    """What to add to the message ``text`` of ``exc`` (from ". Did you mean: 'x'?"), or "" when nothing is near
+    enough; a TypeError refusing a call of a stub gets the stub (`stub_calls`).
 
     A suggestion is a courtesy: whatever a script's objects raise while their names are read (a ``__dir__`` or a
     property that fails) leaves the error as it was."""
     try:
+        if isinstance(exc, TypeError):
+            return stub_call_refused(exc, text)
+        if ". Did you " in text:  # its Python's `traceback` gave one (3.12 on)
+            return ""
         if isinstance(exc, NameError):
             return _name_error(exc)
         if isinstance(exc, AttributeError):
@@ -166,7 +134,7 @@ def suggestion(exc: BaseException) -> str:
 
 
 def suggested(te: traceback.TracebackException, exc: BaseException | None) -> None:
-    """Add `suggestion` of ``exc`` to the message ``te`` formats, unless its Python's `traceback` gave one (3.12 on)."""
+    """Add `suggestion` of ``exc`` to the message ``te`` formats."""
     text = te.__dict__.get("_str")
-    if exc is not None and isinstance(text, str) and ". Did you " not in text:
-        te.__dict__["_str"] = text + suggestion(exc)
+    if exc is not None and isinstance(text, str):
+        te.__dict__["_str"] = text + suggestion(exc, text)

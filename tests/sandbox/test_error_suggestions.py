@@ -21,8 +21,13 @@ from tooltree_cli.main import main
 
 pytestmark = pytest.mark.docker
 
+SEARCH = {
+    "type": "object",
+    "properties": {"query": {"type": "string"}, "limit": {"type": "integer"}},
+    "required": ["query"],
+}
 TOOLS = [
-    {"name": name, "inputSchema": {"type": "object", "properties": {"query": {"type": "string"}}}}
+    {"name": name, "inputSchema": SEARCH if name == "search_records" else {"type": "object"}}
     for name in ("search_records", "get_record", "update_record")
 ]
 
@@ -91,3 +96,40 @@ def test_exec_names_the_tool_a_misspelled_stub_meant(
     said = "AttributeError: module 'servers.crm' has no attribute 'get_recrod'. Did you mean: 'get_record'?"
     assert printed["error"] == said
     assert printed["traceback"].endswith(said + "\n")
+
+
+SIGNATURE = "The stub, servers/crm/search_records.py: search_records(*, query: str, limit: int | NotGiven = NOT_GIVEN)"
+STUB_CALLS = [
+    (
+        "from servers.crm import search_records\nsearch_records(querry='acme')",
+        f"TypeError: search_records() got an unexpected keyword argument 'querry'. Did you mean: 'query'? {SIGNATURE}",
+    ),
+    (
+        "from servers import crm\ncrm.search_records(limit=5)",
+        f"TypeError: search_records() missing 1 required keyword-only argument: 'query'. {SIGNATURE}",
+    ),
+    (
+        "from servers.crm import search_records\nsearch_records('acme', 5)",
+        "TypeError: search_records() takes 0 positional arguments but 2 were given. Pass each argument by its name. "
+        + SIGNATURE,
+    ),
+    (  # a function of the script's own of the stub's name is not the stub
+        "def search_records(text):\n    pass\nsearch_records(query='acme')",
+        "TypeError: search_records() got an unexpected keyword argument 'query'",
+    ),
+]
+
+
+def test_a_wrong_call_of_a_stub_names_the_stub_its_file_and_its_parameters_types(
+    docker_engine: EngineWithCLI, test_config: SandboxConfig, crm_tree: Path
+) -> None:
+    # Before: 'search_records() got an unexpected keyword argument 'querry'' alone: Python refuses the call before
+    # the stub's body runs, so the traceback ends at the script's line and names neither the stub nor its file.
+    backend = DockerBackend(test_config, tree=crm_tree, docker=docker_engine)
+    backend.prepare()
+    with Sandbox(backend) as sb:
+        for code, error in STUB_CALLS:
+            result = sb.execute(code)
+            assert result.error == error, code
+            assert result.traceback is not None and result.traceback.endswith(error + "\n"), result.traceback
+            assert not result.tool_calls
