@@ -8,6 +8,8 @@ added, with its parameters' types as the stub writes them:
 
     TypeError: search_records() got an unexpected keyword argument 'querry'. Did you mean: 'query'? The stub,
     servers/crm/search_records.py: search_records(*, object_type: Literal['lead', 'contact'], query: str, ...)
+
+A ``ToolResult`` (or ``StructuredResult``) awaited says that stubs are synchronous: the call ran, and returned it.
 """
 
 from __future__ import annotations
@@ -26,6 +28,10 @@ _REFUSED = re.compile(
     r"(?P<function>\w+)\(\) (?:got an unexpected keyword argument '(?P<unexpected>\w+)'"
     r"|missing \d+ required keyword-only arguments?: (?P<missing>.+)"
     r"|takes 0 positional arguments but \d+ (?:was|were) given)"
+)
+_AWAITED = re.compile(  # 3.10 to 3.13; then 3.14's words
+    r"object (?:ToolResult|StructuredResult) can't be used in 'await' expression"
+    r"|'(?:ToolResult|StructuredResult)' object can't be awaited"
 )
 _STUB_MODULE = re.compile(r"servers\.\w+\.\w+")
 
@@ -79,6 +85,8 @@ def _signature(stub: Callable[..., Any]) -> str:
 
 def stub_call_refused(exc: TypeError, text: str) -> str:
     """What to add to the message ``text`` of ``exc``, a TypeError, when it refused a call of a stub; else ""."""
+    if _AWAITED.fullmatch(text):
+        return ". Stubs are synchronous: call them without await (the call ran: what was awaited is its result)"
     said = _REFUSED.fullmatch(text)
     stub = None if said is None else _the_stub(exc, said["function"])
     if said is None or stub is None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -133,3 +134,25 @@ def test_a_wrong_call_of_a_stub_names_the_stub_its_file_and_its_parameters_types
             assert result.error == error, code
             assert result.traceback is not None and result.traceback.endswith(error + "\n"), result.traceback
             assert not result.tool_calls
+
+
+def test_an_awaited_stub_says_stubs_are_synchronous_and_that_its_call_ran(
+    docker_engine: EngineWithCLI, test_config: SandboxConfig, crm_tree: Path
+) -> None:
+    # Before: 'object ToolResult can't be used in 'await' expression' alone: the model was not told that the tool had
+    # run, and ran it again (a mail sent twice) once it called the stub without await.
+    backend = DockerBackend(test_config, tree=crm_tree, docker=docker_engine)
+    backend.prepare()
+    calls: list[str] = []
+
+    def tool(server: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        calls.append(f"{server}.{name}")
+        return {"content": [{"type": "text", "text": "[]"}]}
+
+    with Sandbox(backend, tools=tool) as sb:
+        result = sb.execute("from servers.crm import search_records\nrows = await search_records(query='acme')")
+    assert result.error == (
+        "TypeError: object ToolResult can't be used in 'await' expression. Stubs are synchronous: call them without "
+        "await (the call ran: what was awaited is its result)"
+    )
+    assert calls == ["crm.search_records"]
