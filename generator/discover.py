@@ -41,6 +41,7 @@ from tool_tree.connect import Connection, connect, list_tools_raw, server_info
 from tool_tree.held_values import HeldValues, Share
 from tool_tree.http_errors import status_named
 from tool_tree.listing_check import LeftOut
+from tool_tree.other_python import other_python
 from tool_tree.redact import redact
 from tool_tree.snapshot_lists import declared_keys, list_extras
 from tool_tree.starts import StartGate, default_start_jobs
@@ -182,6 +183,7 @@ async def discover_one(
         if result.error is not None and "connection closed" in result.error.lower() and server.command is not None:
             said = "the server exited during start-up" if phase == "start-up" else f"the server exited while {phase}"
             result.error = stderr.exited_said(said) if stderr is not None else said
+            result.error += other_python(server, result.stderr_tail)  # `python` on PATH another than tooltree's
         if result.error is not None:
             result.error = redact(result.error, server)  # the tail is redacted by its log, which knows the server
             result.tools, result.lists = [], {}

@@ -25,6 +25,7 @@ import mcp
 from pydantic import ValidationError
 
 from tool_tree.ledgers import closed_here
+from tool_tree.other_python import other_python
 from tool_tree.redact import redact
 from tool_tree.stderr_log import StderrLog
 from tool_tree.text import one_line
@@ -177,7 +178,9 @@ def _reason(e: BaseException, *, http: bool = False, stderr: StderrLog | None = 
         return f"cannot start: {e}"
     if isinstance(e, mcp.MCPError) and _is_connection_loss(e) and not closed_here(e.data):
         said = "the server exited during start-up"
-        return stderr.exited_said(said) if stderr is not None else said
+        if stderr is None:
+            return said
+        return stderr.exited_said(said) + (other_python(stderr.server, stderr.tail()) if stderr.server else "")
     return str(e) or type(e).__name__
 
 
