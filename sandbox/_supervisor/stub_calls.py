@@ -9,7 +9,8 @@ added, with its parameters' types as the stub writes them:
     TypeError: search_records() got an unexpected keyword argument 'querry'. Did you mean: 'query'? The stub,
     servers/crm/search_records.py: search_records(*, object_type: Literal['lead', 'contact'], query: str, ...)
 
-A ``ToolResult`` (or ``StructuredResult``) awaited says that stubs are synchronous: the call ran, and returned it.
+A ``ToolResult`` (or ``StructuredResult``) awaited, or given to ``asyncio.gather``, says that stubs are synchronous: the
+call ran, and returned it.
 """
 
 from __future__ import annotations
@@ -83,10 +84,34 @@ def _signature(stub: Callable[..., Any]) -> str:
     return text if len(text) <= _MAX_SIGNATURE else f"{stub.__name__}(...), too long to show here"
 
 
+def _is_result(value: object) -> bool:
+    kind = type(value)
+    return kind.__name__ in ("ToolResult", "StructuredResult") and kind.__module__.startswith("tool_tree.runtime")
+
+
+def _results_given_to_asyncio(exc: TypeError) -> bool:
+    """Whether asyncio refused a stub's result where it wanted an awaitable (``asyncio.gather`` of stub calls hashes
+    them first: 'unhashable type: 'list'', since a `ToolResult` holds lists)."""
+    tb = exc.__traceback__
+    while tb is not None:
+        frame = tb.tb_frame
+        if str(frame.f_globals.get("__name__", "")).startswith("asyncio"):
+            for value in frame.f_locals.values():
+                if _is_result(value) or (isinstance(value, tuple) and any(_is_result(v) for v in value)):
+                    return True
+        tb = tb.tb_next
+    return False
+
+
 def stub_call_refused(exc: TypeError, text: str) -> str:
     """What to add to the message ``text`` of ``exc``, a TypeError, when it refused a call of a stub; else ""."""
     if _AWAITED.fullmatch(text):
         return ". Stubs are synchronous: call them without await (the call ran: what was awaited is its result)"
+    if _results_given_to_asyncio(exc):
+        return (
+            ". Stubs are synchronous: call them without await or asyncio, and several at once with "
+            "parallel(lambda: ..., lambda: ...) (the calls ran: asyncio was given their results)"
+        )
     said = _REFUSED.fullmatch(text)
     stub = None if said is None else _the_stub(exc, said["function"])
     if said is None or stub is None:

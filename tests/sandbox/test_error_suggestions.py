@@ -156,3 +156,29 @@ def test_an_awaited_stub_says_stubs_are_synchronous_and_that_its_call_ran(
         "await (the call ran: what was awaited is its result)"
     )
     assert calls == ["crm.search_records"]
+
+
+def test_stub_calls_given_to_asyncio_gather_say_stubs_are_synchronous_and_that_the_calls_ran(
+    docker_engine: EngineWithCLI, test_config: SandboxConfig, crm_tree: Path
+) -> None:
+    # Before: 'TypeError: unhashable type: 'list'' alone, at a dataclass's __hash__: gather hashes what it is given,
+    # and a ToolResult holds lists; nothing said the two calls had run, nor how to run calls at once.
+    backend = DockerBackend(test_config, tree=crm_tree, docker=docker_engine)
+    backend.prepare()
+    calls: list[str] = []
+
+    def tool(server: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        calls.append(arguments["query"])
+        return {"content": [{"type": "text", "text": "[]"}]}
+
+    code = (
+        "import asyncio\nfrom servers.crm import search_records\n"
+        "a, b = await asyncio.gather(search_records(query='acme'), search_records(query='globex'))"
+    )
+    with Sandbox(backend, tools=tool) as sb:
+        result = sb.execute(code)
+    assert result.error == (
+        "TypeError: unhashable type: 'list'. Stubs are synchronous: call them without await or asyncio, and several at "
+        "once with parallel(lambda: ..., lambda: ...) (the calls ran: asyncio was given their results)"
+    )
+    assert calls == ["acme", "globex"]
