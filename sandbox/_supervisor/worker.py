@@ -419,9 +419,6 @@ class Runner:
             kept.append(beyond[-1])
         return traceback.StackSummary.from_list(kept)
 
-    def _trim(self, te: traceback.TracebackException) -> None:
-        te.stack = self._kept(list(te.stack))
-
     def where(self, frame: types.FrameType) -> str | None:
         """Where the cell running at ``frame`` is, as a traceback lists it (the user's frames), without its error's
         line; None when no frame of it is the user's."""
@@ -441,7 +438,7 @@ class Runner:
             if id(item) in seen:
                 continue
             seen.add(id(item))
-            self._trim(item)
+            item.stack = self._kept(list(item.stack))
             suggested(item, raised)
             todo.extend((x, getattr(raised, a, None)) for a in ("__cause__", "__context__") if (x := getattr(item, a)))
         lines = list(te.format_exception_only())
