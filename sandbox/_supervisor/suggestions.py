@@ -8,6 +8,8 @@ and are measured as it measures them (`names_near`). Besides what 3.12 says, in 
 - a package's modules count among its names, imported or not: ``from servers import crmm`` → 'crm', and a module not
   found in a package is matched against them: ``import servers.crmm`` → 'servers.crm';
 - a server's package in the tree (``servers.<server>``) names the README that lists its tools when no tool is close;
+- a name not defined that is a tool of the tree says where to import it from (``from servers.crm import
+  search_records``);
 - a TypeError refusing a call of a stub names the stub (`stub_calls`).
 
 Only what is already loaded is looked at: nothing is imported to suggest a name.
@@ -15,6 +17,7 @@ Only what is already loaded is looked at: nothing is imported to suggest a name.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import pkgutil
 import re
@@ -78,7 +81,24 @@ def _name_error(exc: NameError) -> str:
     said = f". Did you mean: '{found}'?" if found else ""
     if wrong in sys.stdlib_module_names:
         said += f" Or did you forget to import '{wrong}'?" if found else f". Did you forget to import '{wrong}'?"
+    elif imports := _tool_imports(wrong):
+        said += f"{' Or d' if said else '. D'}id you forget to import it ({' or '.join(imports)})?"
     return said
+
+
+def _tool_imports(name: str) -> list[str]:
+    """``from servers.<server> import <name>`` for each server of the tree with a tool of that name (the first 3)."""
+    if name[:1] == "_":
+        return []
+    servers = sys.modules.get("servers")
+    spec = None if servers is not None else importlib.util.find_spec("servers")  # finds, imports nothing
+    folders = getattr(servers, "__path__", None) if servers is not None else spec and spec.submodule_search_locations
+    found = []
+    for folder in folders or []:
+        for server in sorted(os.listdir(folder)):
+            if server.isidentifier() and os.path.isfile(os.path.join(folder, server, f"{name}.py")):
+                found.append(f"from servers.{server} import {name}")
+    return found[:3]
 
 
 def _attribute_error(exc: AttributeError) -> str:

@@ -60,6 +60,11 @@ CASES = [
         "NameError: name 'limit' is not defined. Did you mean: 'self.limit'?",
     ),
     ("raise AttributeError('no such thing')", "AttributeError: no such thing"),
+    (
+        "rows = get_record()",
+        "NameError: name 'get_record' is not defined. "
+        "Did you forget to import it (from servers.crm import get_record)?",
+    ),
 ]
 
 
