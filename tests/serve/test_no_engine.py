@@ -64,3 +64,42 @@ def test_serve_without_an_engine_serves_the_tree_and_runs_a_script_once_the_engi
                                  f"unix://{socket}")  # fmt: skip
     assert "Start Docker" in refused[1] and "the next execute_python tries the engine again" in refused[1]
     assert ran == (False, "42")
+
+
+@pytest.mark.anyio
+async def test_serve_over_http_without_an_engine_answers_each_client_and_gives_each_its_own_sandbox_once_it_answers(
+    make_serve: Callable[..., Serve], short_folder: Path, docker_engine: Any
+) -> None:
+    # The stdio test's path over Streamable HTTP, with two clients at once: each session is told what works without
+    # the engine, and once it answers, each runs in a sandbox of its own (a variable of one is not the other's).
+    from sandbox._docker import engine_address
+    from tests.serve.conftest import containers, http_client, result_text
+
+    engine = engine_address()
+    if not engine.startswith("unix://"):
+        pytest.skip(f"the engine is reached here through a local socket; it is at {engine}")
+    socket = short_folder / "engine.sock"  # nothing there yet: no engine answers
+    serve = make_serve(env={"DOCKER_HOST": f"unix://{socket}"})
+    serve.start_http()
+    assert serve.process is not None
+    assert any(f"no Docker engine answers at unix://{socket}" in line for line in serve.process.stderr_lines)
+    async with http_client(serve.url) as first, http_client(serve.url) as second:
+        listed = await first.call_tool("list_files", {"path": "servers"})
+        found = await second.call_tool("search_tools", {"query": "get a record"})
+        refused = [await c.call_tool("execute_python", {"code": "print(6 * 7)"}) for c in (first, second)]
+        socket.symlink_to(engine.removeprefix("unix://"))  # the user starts Docker
+        await first.call_tool("execute_python", {"code": "who = 'first'"})
+        await second.call_tool("execute_python", {"code": "who = 'second'"})
+        ran = [await c.call_tool("execute_python", {"code": "print(who)"}) for c in (first, second)]
+        assert len(containers(serve.owner, running=True)) >= 2  # one sandbox each
+    assert not listed.is_error and "crm/" in result_text(listed)
+    assert not found.is_error and "crm.get_record" in result_text(found)
+    for result in refused:
+        assert result.is_error
+        assert result_text(result).startswith(
+            f"execute_python failed: the sandbox could not start: no Docker engine answers at unix://{socket}"
+        )
+        assert "the next execute_python tries the engine again" in result_text(result)
+    assert [(r.is_error, result_text(r)) for r in ran] == [(False, "first"), (False, "second")]
+    assert serve.stop() == 0
+    assert containers(serve.owner) == []  # every sandbox removed as serve stopped
