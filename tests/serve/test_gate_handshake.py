@@ -99,6 +99,23 @@ async def test_a_new_client_is_refused_rather_than_end_a_session_still_in_its_ha
     assert statuses == [200]
 
 
+async def test_newcomers_that_find_every_place_taken_wait_side_by_side_and_are_all_refused_after_one_grace() -> None:
+    # Before: they waited in turn, each up to ADMISSION_GRACE under a lock, so the sixth was refused after 6 s (of 200
+    # initializes at once against serve --http, the last after 50 s, past many a client's timeout).
+    h = Harness(max_sessions=1)
+    assert await h.post("initialize") == 200  # s1, in its handshake: it is not ended for a newcomer
+    statuses: list[int] = []
+
+    async def newcomer() -> None:
+        statuses.append(await h.post("initialize"))
+
+    with anyio.fail_after(3 * http_gate.ADMISSION_GRACE):  # one grace each, side by side (before: 6 graces in turn)
+        async with anyio.create_task_group() as tg:
+            for _ in range(6):
+                tg.start_soon(newcomer)
+    assert statuses == [503] * 6 and h.ended == []
+
+
 async def test_a_new_client_ends_an_idle_session_that_has_worked_not_a_newer_idle_one_in_its_handshake() -> None:
     h = Harness(max_sessions=2)
     assert await h.post("initialize") == 200  # s1
