@@ -30,8 +30,9 @@ and whose client sends nothing for `agent.serve.sessions.GONE_GRACE` seconds end
 comes back after all, starts a new one and is told so).
 
 **Stopping.** `stop` ends every open ``GET`` stream at once and gives the other requests in flight a grace, then
-cancels them too (each answered, or its stream ended, cleanly). Left to uvicorn, a stop waited for every connection
-to close: with a client's ``GET`` stream open, SIGTERM did nothing for as long as the client stayed.
+cancels them too, each answered with an error that says serve is stopping (``503``, or the last event of its
+stream). Left to uvicorn, a stop waited for every connection to close: with a client's ``GET`` stream open, SIGTERM
+did nothing for as long as the client stayed.
 
 (Over 400 lines: sessions, clients that left, stopping and disconnects are one gate's, each deciding what
 happens to the same requests and sessions.)
@@ -88,6 +89,9 @@ is never ended for a new client: its client is still in its handshake, with its 
 such a session was the one to end when every other had a request in flight: of 20 MCP Inspector CLI runs at once
 against 16 places, 4 failed with ``404 Session not found`` on their first call instead of a ``503`` that says why."""
 
+STOPPED = -32000
+"""The JSON-RPC code of the error that answers a request cancelled as serve stopped (a server error: see `stop`)."""
+
 GONE_KEPT = 1024
 """Sessions that ended whose reason the gate keeps, for their client's next request (the oldest forgotten first)."""
 
@@ -95,6 +99,27 @@ Ended = Callable[[str], Awaitable[None]]
 Stream = Callable[[str, bool], None]
 """Called with a session id and whether its ``GET`` stream opened (True) or closed (False)."""
 HeaderList = list[tuple[bytes, bytes]]
+
+
+@dataclass
+class _Exchange:
+    """What the gate learnt of one HTTP request while it was served."""
+
+    request_id: Any = None
+    """The id of the JSON-RPC request its ``POST`` carries (`_request_id`), once its body was read."""
+
+
+def _stopped_event(request_id: Any, grace: float | None) -> bytes:
+    """The server-sent event that answers request ``request_id`` (None: no event) with an error, as serve stopped
+    while it was still running ``grace`` seconds after being told to."""
+    if request_id is None:
+        return b""
+    message = (
+        f"tooltree serve is stopping: this request was still running {grace or 0:g} s after serve was told to stop, so "
+        "it was cancelled (a script it ran was stopped)"
+    )
+    answer = {"jsonrpc": "2.0", "id": request_id, "error": {"code": STOPPED, "message": message}}
+    return b"event: message\r\ndata: " + json.dumps(answer).encode() + b"\r\n\r\n"
 
 
 @dataclass
@@ -162,12 +187,14 @@ class SessionGate:
         if self._stopping is not None:
             await refuse(send, 503, "tooltree serve is stopping")
             return
-        started = finished = False
+        started = finished = events = False
+        exchange = _Exchange()
 
         async def watch(message: Message) -> None:
-            nonlocal started, finished
+            nonlocal started, finished, events
             if message["type"] == "http.response.start":
                 started = True
+                events = (_response_header(message, "content-type") or "").startswith("text/event-stream")
             elif message["type"] == "http.response.body" and not message.get("more_body", False):
                 finished = True
             await send(message)
@@ -175,16 +202,19 @@ class SessionGate:
         with anyio.CancelScope() as request:
             self._requests[request] = scope.get("method") == "GET"
             try:
-                await self._request(scope, receive, watch)
+                await self._request(scope, receive, watch, exchange)
             finally:
                 del self._requests[request]
         if request.cancelled_caught and not finished:  # `stop` ended it
             if started:
-                await send({"type": "http.response.body", "body": b"", "more_body": False})
+                # A request's stream of events gets its answer: the error, as the client reads one. Before, it ended
+                # with none, and the SDK client said only "SSE stream ended without a response".
+                last = _stopped_event(exchange.request_id, self._stopping) if events else b""
+                await send({"type": "http.response.body", "body": last, "more_body": False})
             else:
                 await refuse(send, 503, "tooltree serve is stopping")
 
-    async def _request(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _request(self, scope: Scope, receive: Receive, send: Send, exchange: _Exchange) -> None:
         key = _header(scope, SESSION_HEADER)
         if key is not None and key not in self._sessions:  # unknown here, so to the SDK too: answered 404 unread
             # -32001, the code the TypeScript SDK's servers answer a session they do not know with (the SDK's: -32600)
@@ -195,7 +225,7 @@ class SessionGate:
         if key is not None:  # a session the SDK ended on its own (its idle_timeout) is told why too, as above
             send = self._told_why(key, self._sessions[key].active, send)
         if scope.get("method") == "POST":
-            await self._post(key, scope, receive, send)
+            await self._post(key, scope, receive, send, exchange)
             return
         if scope.get("method") == "GET" and key is not None and key in self._sessions:
             await self._get(key, scope, receive, send)
@@ -275,7 +305,7 @@ class SessionGate:
 
     # ---- POST -----------------------------------------------------------------------------------
 
-    async def _post(self, key: str | None, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _post(self, key: str | None, scope: Scope, receive: Receive, send: Send, exchange: _Exchange) -> None:
         session = self._sessions.get(key) if key is not None else None
         length = content_length(scope)
         large = length is None or length > SMALL_BODY
@@ -286,7 +316,8 @@ class SessionGate:
                 session.active = time.monotonic()
                 session.left = False
             body = await read_body(receive, length)
-            if session is not None and _request_id(body) is not None:
+            exchange.request_id = _request_id(body)
+            if session is not None and exchange.request_id is not None:
                 session.asked = True
             if check_values(body) > SMALL_VALUES and not large:
                 places.take(True)

@@ -110,3 +110,76 @@ async def test_stopping_ends_the_streams_at_once_and_answers_what_is_left_after_
     assert answers["call"][0]["status"] == 503 and b"tooltree serve is stopping" in answers["call"][1]["body"]
     await gate(*request("POST", call, "late"))
     assert answers["late"][0]["status"] == 503
+
+
+class Streaming(Hanging):
+    """`Hanging`, but a ``tools/call`` is answered with a stream of events: its head and a progress event, then
+    nothing (a script still running)."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        message = await receive()
+        if scope["method"] == "POST" and b"tools/call" in message.get("body", b""):
+            headers = [(b"content-type", b"text/event-stream")]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            progress = {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": 2}}
+            event = b"event: message\r\ndata: " + json.dumps(progress).encode() + b"\r\n\r\n"
+            await send({"type": "http.response.body", "body": event, "more_body": True})
+            await anyio.sleep_forever()
+
+        async def again() -> Message:
+            return message
+
+        await super().__call__(scope, again, send)
+
+
+async def test_a_call_whose_stream_of_events_began_is_answered_with_an_error_saying_serve_is_stopping() -> None:
+    # Before: its stream ended with no answer, and the SDK client said only "SSE stream ended without a response".
+    async def on_end(key: str) -> None:
+        pass
+
+    gate = SessionGate(Streaming(), max_sessions=4, idle_timeout=3600, on_end=on_end)
+    sent: list[Message] = []
+    began = anyio.Event()
+
+    def request(body: bytes, key: str | None) -> tuple[Scope, Receive, Send]:
+        headers = [(b"host", b"127.0.0.1:1"), (b"content-length", str(len(body)).encode())]
+        headers += [(b"mcp-session-id", key.encode())] if key is not None else []
+        given = [{"type": "http.request", "body": body, "more_body": False}]
+
+        async def receive() -> Message:
+            if given:
+                return given.pop()
+            await anyio.sleep_forever()
+            raise AssertionError("unreachable")
+
+        async def send(message: Message) -> None:
+            if key is not None:
+                sent.append(message)
+                began.set()
+
+        return (
+            {"type": "http", "method": "POST", "path": "/mcp", "headers": headers, "query_string": b""},
+            receive,
+            send,
+        )
+
+    await gate(*request(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize"}).encode(), None))
+    call = json.dumps({"jsonrpc": "2.0", "id": "call-7", "method": "tools/call", "params": {}}).encode()
+    with anyio.fail_after(WAIT):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(gate, *request(call, "s1"))
+            await began.wait()
+            await anyio.wait_all_tasks_blocked()
+            gate.stop(0.2)
+    assert sent[0]["status"] == 200 and sent[-1]["more_body"] is False
+    events = b"".join(m.get("body", b"") for m in sent[1:]).decode()
+    answers = [json.loads(line[5:]) for line in events.splitlines() if line.startswith("data:")]
+    assert answers[-1] == {
+        "jsonrpc": "2.0",
+        "id": "call-7",
+        "error": {
+            "code": -32000,
+            "message": "tooltree serve is stopping: this request was still running 0.2 s after serve was told to "
+            "stop, so it was cancelled (a script it ran was stopped)",
+        },
+    }

@@ -3,14 +3,15 @@ exits saying nothing of the SDK's attempt to answer it on a connection already c
 
 from __future__ import annotations
 
-import contextlib
 import signal
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
+from mcp import MCPError
 
+from agent.serve.http import STOP_GRACE
 from tests.serve.conftest import clean_up, http_client, new_serve
 
 pytestmark = [pytest.mark.anyio, pytest.mark.docker]
@@ -29,15 +30,17 @@ async def test_a_call_cancelled_at_the_end_of_the_stop_grace_leaves_no_warning_o
     try:
         async with http_client(url) as client, anyio.create_task_group() as tg:
             running = anyio.Event()
+            failures: list[str] = []
 
             async def progress(done: float, total: float | None, message: str | None) -> None:
                 running.set()
 
             async def call() -> None:
-                # The SDK client ends its transport when serve stops: the call fails there.
-                with contextlib.suppress(Exception):
+                # The call fails, with the gate's answer (before: "SSE stream ended without a response").
+                with pytest.raises(MCPError) as failed:
                     await client.call_tool("execute_python", {"code": "import time\ntime.sleep(600)"},
                                            progress_callback=progress)  # fmt: skip
+                failures.append(str(failed.value))
 
             tg.start_soon(call)
             with anyio.fail_after(EXIT_WAIT):
@@ -51,4 +54,6 @@ async def test_a_call_cancelled_at_the_end_of_the_stop_grace_leaves_no_warning_o
     assert code == 0, stderr
     assert stderr.endswith("tooltree serve: SIGTERM: stopped (every session ended, its script, sandbox and servers "
                            "with it)\n"), stderr  # fmt: skip
+    assert failures == [f"tooltree serve is stopping: this request was still running {STOP_GRACE:g} s after serve was "
+                        "told to stop, so it was cancelled (a script it ran was stopped)"]  # fmt: skip
     assert "transport write blocked" not in stderr and "shutdown error response" not in stderr, stderr
