@@ -314,7 +314,8 @@ async def serve_http(
         # Signals are handled until the sessions have closed (a signal during the close still ends every
         # upstream server and lets the containers be removed), as over stdio.
         # The upstream servers are signalled once the requests in flight had their grace (a second signal: at once).
-        signals = StopSignals(stop, first=app.on_stop_signal, children_after=STOP_GRACE)
+        # A second signal cuts the grace short (before, it ended the upstream servers, but requests waited on).
+        signals = StopSignals(stop, first=app.on_stop_signal, children_after=STOP_GRACE, again=lambda: gate.stop(0))
         async with signals, app, anyio.create_task_group() as tg:
             tg.start_soon(announce)
             await server.serve(sockets=sockets)

@@ -111,13 +111,12 @@ class _Exchange:
 
 def _stopped_event(request_id: Any, grace: float | None) -> bytes:
     """The server-sent event that answers request ``request_id`` (None: no event) with an error, as serve stopped
-    while it was still running ``grace`` seconds after being told to."""
+    while it was still running ``grace`` seconds after being told to (None: when told again)."""
     if request_id is None:
         return b""
-    message = (
-        f"tooltree serve is stopping: this request was still running {grace or 0:g} s after serve was told to stop, so "
-        "it was cancelled (a script it ran was stopped)"
-    )
+    when = f"{grace:g} s after serve was told to stop" if grace is not None else "when serve was told again to stop"
+    message = f"tooltree serve is stopping: this request was still running {when}, so it was cancelled (a script it "
+    message += "ran was stopped)"
     answer = {"jsonrpc": "2.0", "id": request_id, "error": {"code": STOPPED, "message": message}}
     return b"event: message\r\ndata: " + json.dumps(answer).encode() + b"\r\n\r\n"
 
@@ -167,6 +166,7 @@ class SessionGate:
         self._sessions: dict[str, _Session] = {}
         self._requests: dict[anyio.CancelScope, bool] = {}  # each request in flight: whether it is a GET stream
         self._stopping: float | None = None  # the grace given to requests in flight by `stop`
+        self._hurried = False  # `stop` was called again: requests in flight were cancelled at once
         self._opening = 0  # requests without a session that the SDK may be opening one for
         self._in_flight = InFlight()
         self._finished: anyio.Event | None = None  # set when a session's request finishes (`_open` waits on it)
@@ -174,8 +174,9 @@ class SessionGate:
 
     def stop(self, grace: float) -> None:
         """Serving stops: end every ``GET`` stream now and every other request in flight after ``grace`` seconds;
-        refuse new requests (on the event loop)."""
-        self._stopping = grace
+        refuse new requests (on the event loop). Called again (a second signal), it cuts the grace given short."""
+        self._hurried = self._stopping is not None
+        self._stopping = grace if self._stopping is None else min(grace, self._stopping)
         now = anyio.current_time()
         for request, stream in self._requests.items():
             request.deadline = min(request.deadline, now if stream else now + grace)
@@ -209,7 +210,7 @@ class SessionGate:
             if started:
                 # A request's stream of events gets its answer: the error, as the client reads one. Before, it ended
                 # with none, and the SDK client said only "SSE stream ended without a response".
-                last = _stopped_event(exchange.request_id, self._stopping) if events else b""
+                last = _stopped_event(exchange.request_id, None if self._hurried else self._stopping) if events else b""
                 await send({"type": "http.response.body", "body": last, "more_body": False})
             else:
                 await refuse(send, 503, "tooltree serve is stopping")

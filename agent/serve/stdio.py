@@ -298,12 +298,20 @@ class StopSignals:
             Over HTTP, the grace in which serve still answers the requests in flight (`agent.serve.http.STOP_GRACE`):
             before, their servers were ended at the signal, so a call that needed a second more was answered "the
             server died during the call". Over stdio 0: the client that sent the signal may kill this process soon.
+        again: called (on the event loop) at each later signal: over HTTP, what cancels the requests in flight at once,
+            their grace cut short.
     """
 
     def __init__(
-        self, stop: Callable[[], None], *, first: Sequence[Callable[[], None]] = (), children_after: float = 0.0
+        self,
+        stop: Callable[[], None],
+        *,
+        first: Sequence[Callable[[], None]] = (),
+        children_after: float = 0.0,
+        again: Callable[[], None] | None = None,
     ) -> None:
         self._stop: Callable[[], None] | None = stop
+        self._again = again
         self._first = list(first)
         self._children_after = children_after
         self._delayed = False
@@ -365,6 +373,8 @@ class StopSignals:
             self.end_children(after)
             if stop is not None:
                 stop()
+            elif self._again is not None:
+                self._again()
 
 
 def terminate_children(signum: signal.Signals = signal.SIGTERM) -> list[int]:
