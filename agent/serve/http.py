@@ -193,7 +193,19 @@ class BearerGuard:
             await _answer(send, 401, {"error": "unauthorized", "error_description": description},
                           [(b"www-authenticate", b'Bearer realm="tooltree"')])  # fmt: skip
             return
-        await self.app(scope, receive, send)
+        await self.app(_names_lowered(scope), receive, send)
+
+
+def _names_lowered(scope: Scope) -> Scope:
+    """``scope`` with its ``Host`` and ``Origin`` headers in lower case, as host names compare (RFC 9110 §4.2.3): the
+    SDK's DNS-rebinding check compares them as written, so before, ``Host: LOCALHOST:8765`` (curl and urllib send the
+    URL's case) was refused ``421 Invalid Host header``."""
+    headers = scope.get("headers", [])
+    if not any(bytes(key).lower() in (b"host", b"origin") for key, _ in headers):
+        return scope
+    lowered = [(key, bytes(value).lower() if bytes(key).lower() in (b"host", b"origin") else value)
+               for key, value in headers]  # fmt: skip
+    return {**scope, "headers": lowered}
 
 
 async def _answer(

@@ -48,6 +48,12 @@ async def test_serve_on_127_0_0_2_answers_the_sdk_client_and_refuses_another_hos
         assert rebound.status_code == 421  # a page of another site whose name was rebound to 127.0.0.2
         cross = await http.post(on_127_0_0_2.url, json=initialize, headers={**headers, "Origin": "http://evil.example"})
         assert cross.status_code == 403
+        # Host names compare in any case: before, 421 'Invalid Host header' (curl sends the URL's case).
+        upper = await http.post(
+            on_127_0_0_2.url, json=initialize,
+            headers={**headers, "Host": f"LocalHost:{port}", "Origin": f"http://LOCALHOST:{port}"},
+        )  # fmt: skip
+        assert upper.status_code == 200, upper.text
 
 
 @pytest.mark.parametrize(
