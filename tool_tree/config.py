@@ -48,11 +48,14 @@ the config file's folder, and a stdio server without ``cwd`` starts in that fold
 a leading ``~`` in ``command`` and ``cwd`` is the home folder, as in the shell (``args`` are the server's to read; in a
 Codex file, a folder named ``~``, as Codex runs it).
 Headers and environment variables no HTTP client or program could be given are refused while loading.
-Every problem is a `ConfigError` whose text names the file, the line and the key. A YAML file over
-`MAX_CONFIG_BYTES`, nested deeper than `MAX_DEPTH` or holding more than `MAX_NODES` values (`MAX_VALUES` with
-aliases expanded) is refused before it costs the reader much. Of a JSON file (up to `MAX_JSON_CONFIG_BYTES`,
-as a ``~/.claude.json`` grown with Claude Code's history may be) only the ``mcpServers`` value is read, with
-the file's lines, within those same bounds (`tool_tree.config_json`); the rest is only checked to be JSON.
+Every problem is a `ConfigError` whose text names the file, the line and the key; every one of a file that the
+others leave meaningful (each server's entry, each section's key, each unknown top-level key and duplicate key) is
+reported at once, in one `ConfigError` (its ``also``), a YAML syntax error or a top level that is no mapping alone.
+A YAML file over `MAX_CONFIG_BYTES`, nested deeper than `MAX_DEPTH` or holding more than `MAX_NODES` values
+(`MAX_VALUES` with aliases expanded) is refused before it costs the reader much. Of a JSON file (up to
+`MAX_JSON_CONFIG_BYTES`, as a ``~/.claude.json`` grown with Claude Code's history may be) only the ``mcpServers``
+value is read, with the file's lines, within those same bounds (`tool_tree.config_json`); the rest is only checked
+to be JSON.
 
 This module reads a file's top level (its format, its sections, its servers) into a `Config`; the rest is split
 by job: a file's text and JSON made ready for the reader (`tool_tree.config_text`), the reader itself, with every
@@ -62,6 +65,8 @@ file's server maps (`tool_tree.config_json`), other clients' files (`tool_tree.c
 checked by `tool_tree.config_checks`), the `ServerConfig` it makes (`tool_tree.config_servers`) and the sections
 handed on (`tool_tree.config_sections`); the sections' own keys live in the packages that own them. Import the
 names from here.
+
+(Over 400 lines: the top level of every format is read here, in one place, with the errors of a file kept together.)
 """
 
 from __future__ import annotations
@@ -94,6 +99,7 @@ from tool_tree.config_read import (
     Node,
     Reader,
     did_you_mean,
+    joined,
     kind_of,
     lone_surrogate,
 )
@@ -225,6 +231,33 @@ def parse_config(
     env = dict(os.environ if environ is None else _environ(environ))
     reader = Reader(source, env, Path(folder).resolve() if folder is not None else None)
     allowed: SectionSettings = dict.fromkeys(SECTIONS) if sections is None else sections
+    try:
+        config = _parsed(text, reader, source, env, allowed, used)
+    except _Stopped:
+        raise joined(reader.problems) from None
+    except ConfigError as e:  # one that stops the reading: after those found before it
+        if not reader.problems:
+            raise
+        raise joined([*reader.problems, e]) from None
+    if reader.problems:  # every independent error of the file at once (`Reader.kept`)
+        raise joined(reader.problems)
+    return config
+
+
+class _Stopped(Exception):
+    """The errors kept so far leave nothing more to read (`_parsed`)."""
+
+
+def _parsed(
+    text: str,
+    reader: Reader,
+    source: str,
+    env: dict[str, str],
+    allowed: SectionSettings,
+    used: frozenset[str] | None,
+) -> Config:
+    """`parse_config` of ``text`` with ``reader``: an error of a part the rest does not depend on is kept in
+    ``reader.problems`` (`Reader.kept`); one that makes the rest meaningless is raised."""
     top: dict[str, tuple[Node, Node]] = {}
     prefix, client, aliases, key_of = "mcpServers", "claude", dict[str, str](), dict[str, str]()
     gemini_lists: dict[str, list[str]] = {}  # Gemini CLI's `mcp.allowed` and `mcp.excluded`
@@ -303,9 +336,11 @@ def parse_config(
             known = {"servers", *allowed}
             for k, (knode, _) in top.items():
                 if k not in known and not k.startswith("x-"):
-                    raise reader.error(f"unknown key{did_you_mean(k, known, unknown=True)}", knode, k)
-            if "servers" not in top:
+                    reader.add(reader.error(f"unknown key{did_you_mean(k, known, unknown=True)}", knode, k))
+            if "servers" not in top and not reader.problems:  # else a misspelt `servers:` is among them
                 raise reader.error("expected a `servers:` mapping", root)
+            if "servers" not in top:
+                raise _Stopped
             servers_node = top["servers"][1]
     started = servers_folder(reader.folder, Path(source).name, env) if json_format and reader.folder else None
     if started is not None:  # `.vscode/mcp.json`'s servers start in the workspace, `~/.claude.json`'s where tooltree is
@@ -315,10 +350,11 @@ def parse_config(
         raise reader.error(f"expected a mapping of server names, got {kind_of(servers_node.value)}", servers_node, key)
     handed_on: dict[str, Section] = {}
     for name, (knode, vnode) in top.items() if not json_format else ():
-        if name == "servers" or name.startswith("x-"):  # `x-common: &common`: a place for anchors, as in compose
+        if name == "servers" or name.startswith("x-") or name not in allowed:  # `x-common: &common`: for anchors
             continue
         if not isinstance(vnode.value, dict):
-            raise reader.error(f"expected a mapping of {name} settings, got {kind_of(vnode.value)}", vnode, name)
+            reader.add(reader.error(f"expected a mapping of {name} settings, got {kind_of(vnode.value)}", vnode, name))
+            continue
         items: dict[str, tuple[Node, Node]] = vnode.value
         handed_on[name] = Section(
             name,
@@ -330,13 +366,16 @@ def parse_config(
             environ=env,
         )
         if (settings := allowed[name]) is not None:
-            handed_on[name].read(settings, unset_kept=True)  # a variable is needed by the command reading it
+            with reader.kept():
+                handed_on[name].read(settings, unset_kept=True)  # a variable is needed by the command reading it
     servers = []
     for name, (name_node, body) in servers_node.value.items():
         if not name.strip():  # named as the file has it (before: `servers` in an `mcpServers` file too)
-            raise reader.error("server names must not be empty", name_node, prefix if json_format else "servers")
+            reader.add(reader.error("server names must not be empty", name_node, prefix if json_format else "servers"))
+            continue
         if (half := lone_surrogate(name)) is not None:
-            raise reader.error(f"a server's name {half}", name_node, prefix if json_format else "servers")
+            reader.add(reader.error(f"a server's name {half}", name_node, prefix if json_format else "servers"))
+            continue
         only, excluded = gemini_lists.get("allowed"), gemini_lists.get("excluded", [])
         if (only and name not in only) or name in excluded:
             setting = "mcp.excluded names it" if name in excluded else "mcp.allowed does not name it"
@@ -345,11 +384,13 @@ def parse_config(
                 one_line(f"{prefix}.{name}", 200), setting,
             )  # fmt: skip
             continue
-        server = server_of(
-            reader, name, body, json_format=json_format, used=used is None or name in used,
-            where=f"{key_of.get(name, prefix)}.{name}" if json_format else f"servers.{name}", client=client,
-            aliases=aliases,
-        )  # fmt: skip
+        server = None
+        with reader.kept():  # each server's errors, and the next server read
+            server = server_of(
+                reader, name, body, json_format=json_format, used=used is None or name in used,
+                where=f"{key_of.get(name, prefix)}.{name}" if json_format else f"servers.{name}", client=client,
+                aliases=aliases,
+            )  # fmt: skip
         if server is None:
             continue
         if starts_tooltree_serve(server):  # a client's config (`claude mcp add` wrote it) listing tooltree itself

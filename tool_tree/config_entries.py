@@ -176,10 +176,14 @@ def _server_entry(
         raise reader.error(f"expected a mapping with `command` or `url`, got {kind_of(body.value)}", body, where)
     items: dict[str, tuple[Node, Node]] = body.value
     named: dict[str, tuple[str, str]] = {}
-    if not json_format:
+    if not json_format:  # each unknown key is kept (`Reader.problems`), and the known ones read: every error at once
         for k, (knode, _) in items.items():
             if k not in SERVER_KEYS:
-                raise reader.error(f"unknown key{did_you_mean(k, SERVER_KEYS, unknown=True)}", knode, f"{where}.{k}")
+                unknown = reader.error(
+                    f"unknown key{did_you_mean(k, SERVER_KEYS, unknown=True)}", knode, f"{where}.{k}"
+                )
+                reader.add(unknown)
+        items = {k: v for k, v in items.items() if k in SERVER_KEYS}  # not read as another format's (`envFile`)
     else:
         foreign = {k: v for k, v in items.items() if k in _JSON_TOOL_LISTS}
         for k, (knode, _) in items.items():

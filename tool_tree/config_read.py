@@ -23,7 +23,7 @@ import math
 import os
 import re
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,30 +39,72 @@ MAX_DEPTH = 64
 recurse once a level, and 20,000 ``[`` ended in RecursionError."""
 
 
-class ConfigError(Exception):
-    """The configuration is invalid. ``str()`` is one line: ``file:line: key: problem``."""
+MAX_REPORTED = 20
+"""Errors of one file a `ConfigError` shows at most; the rest are counted (``and 4 more errors``)."""
+MAX_KEPT = 1000
+"""Errors of one file kept at most: the reading stops at the thousandth (a file of a million duplicate keys would
+otherwise hold a million errors)."""
 
-    def __init__(self, message: str, *, file: str | None = None, line: int | None = None, key: str | None = None):
+
+class ConfigError(Exception):
+    """The configuration is invalid. ``str()`` is one line, ``file:line: key: problem``, and one more for each other
+    error found with it (``also``: the file's independent errors, reported at once, at most `MAX_REPORTED` lines then
+    ``and N more``); ``message``, ``file``, ``line`` and ``key`` are the first's."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        file: str | None = None,
+        line: int | None = None,
+        key: str | None = None,
+        also: Sequence[ConfigError] = (),
+    ):
         self.message = message
         self.file = file
         self.line = line
         self.key = key
+        self.also = tuple(also)
         where = _printable(file) if file else "<config>"
         if line is not None:
             where += f":{line}"
         # The file's names reach a terminal: its keys, a path it names, a reference it holds, cleaned of escapes and
         # line ends (before: a key such as "a\x1b[31m" coloured the rest of the message).
         shown = _printable(message)
-        super().__init__(f"{where}: {_printable(key)}: {shown}" if key else f"{where}: {shown}")
+        lines = [f"{where}: {_printable(key)}: {shown}" if key else f"{where}: {shown}"]
+        lines += [e.args[0] for e in self.also[: MAX_REPORTED - 1]]
+        if (more := len(self.also) + 1 - MAX_REPORTED) > 0:
+            stopped = f" (reading stopped at {MAX_KEPT:,})" if len(self.also) + 1 >= MAX_KEPT else ""
+            lines.append(f"and {more:,} more errors{stopped}")
+        super().__init__("\n".join(lines))
+
+    @property
+    def errors(self) -> tuple[ConfigError, ...]:
+        """This error and every other found with it, each alone, in the order they were found."""
+        first = self if not self.also else ConfigError(self.message, file=self.file, line=self.line, key=self.key)
+        return (first, *self.also)
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Made again from its own arguments (pickle and `copy` call the class with ``args``, the whole line: before,
         a copy's text said its place twice, ``<config>: tooltree.yaml:3: …``)."""
         return (
-            functools.partial(type(self), file=self.file, line=self.line, key=self.key),
+            functools.partial(type(self), file=self.file, line=self.line, key=self.key, also=self.also),
             (self.message,),
             self.__dict__,
         )
+
+
+class _Stop(ConfigError):
+    """`Reader.add`'s: the file's errors kept, the reading stopped."""
+
+
+def joined(errors: Sequence[ConfigError]) -> ConfigError:
+    """One `ConfigError` reporting every one of ``errors`` (independent errors of one file, in the order found): the
+    first with the others as its ``also``; a single error is itself."""
+    if len(errors) == 1:
+        return errors[0]
+    first, *rest = [one for e in errors for one in e.errors]
+    return ConfigError(first.message, file=first.file, line=first.line, key=first.key, also=rest)
 
 
 def _printable(text: str) -> str:
@@ -210,6 +252,28 @@ class Reader:
         self.client: ClientVariables | None = None  # another client's file: its variables too
         self._expansion = Expansion(MAX_DEPTH)
         self.json = False  # the nodes are JSON's: a number with an exponent and no dot (`1e5`) is one, as JSON has it
+        self.problems: list[ConfigError] = []  # the file's errors found so far, each independent of the others (`kept`)
+
+    @contextlib.contextmanager
+    def kept(self) -> Iterator[None]:
+        """Within it, a `ConfigError` is kept in `problems` and reading goes on after the block: for a part of the
+        file that the rest does not depend on (a server's entry, a section, a top-level key), so that every such
+        error is reported at once (before: the first alone, and a user with three mistakes ran three times)."""
+        try:
+            yield
+        except _Stop:
+            raise
+        except ConfigError as e:
+            self.add(e)
+
+    def add(self, error: ConfigError) -> None:
+        """Keeps ``error`` in `problems`. Raises: ConfigError: it is the `MAX_KEPT`-th: every one kept, the reading
+        stopped."""
+        self.problems.append(error)
+        if len(self.problems) >= MAX_KEPT:
+            kept, self.problems = self.problems, []
+            first, *rest = [one for e in kept for one in e.errors]
+            raise _Stop(first.message, file=first.file, line=first.line, key=first.key, also=rest)
 
     @contextlib.contextmanager
     def deferring(self, *, verbatim: bool = False) -> Iterator[list[ConfigError]]:
@@ -269,8 +333,9 @@ class Reader:
                     quote = quote_hint(knode, self.json)
                     got = kind_of(knode.value) if isinstance(knode.value, dict | list) else repr(knode.value)
                     raise self.error(f"keys must be strings, got {got}{quote}", knode, key)  # `? [a, b]`: a list
-                if knode.value in out:
-                    raise self.error("duplicate key", knode, f"{key}.{knode.value}" if key else knode.value)
+                if knode.value in out:  # the first kept, and the rest of the file read
+                    self.add(self.error("duplicate key", knode, f"{key}.{knode.value}" if key else knode.value))
+                    continue
                 out[knode.value] = (knode, self.to_node(v, f"{key}.{knode.value}" if key else knode.value, depth + 1))
             return Node({**merged, **out}, line)  # keys written beside `<<` win
         if isinstance(yn, yaml.SequenceNode):

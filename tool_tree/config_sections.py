@@ -20,12 +20,16 @@ from tool_tree.config_read import (
     Reader,
     did_you_mean,
     exponent_hint,
+    joined,
     lone_surrogate,
     quote_hint,
     value_shown,
 )
 
 logger = logging.getLogger("tool_tree.config")
+
+_KEPT = object()
+"""`Section._value` of a string naming a variable that is not set, left out of `Section.read`'s values."""
 
 
 @dataclass(frozen=True)
@@ -66,58 +70,71 @@ class Section:
         ``agent: {model: "${MODEL}"}`` with MODEL unset refused ``generate-tree``).
 
         Raises:
-            ConfigError: an unknown key or a value of the wrong type (with file, line and key).
+            ConfigError: an unknown key or a value of the wrong type (with file, line and key), every such key's at
+                once (`ConfigError.also`).
         """
         out: dict[str, Any] = {}
+        problems: list[ConfigError] = []
         for k, v in self.values.items():
-            key, line = f"{self.name}.{k}", self.lines.get(k)
-            setting = settings.get(k)
-            if setting is None:
-                unknown = f"unknown key{did_you_mean(k, settings, unknown=True)}"
-                raise ConfigError(unknown, file=self.source, line=line, key=key)
-            kind, meaning = setting.kind, setting.meaning
-            for text in v if isinstance(v, list) else (v,):  # `"\ud800"`: no program or file can take it
-                if isinstance(text, str) and (half := lone_surrogate(text)) is not None:
-                    raise ConfigError(half, file=self.source, line=line, key=key)
-            if kind is list and isinstance(v, list) and all(_scalar(x) for x in v):
-                out[k] = tuple(str(x) for x in v)
-            elif kind is str and _scalar(v):
-                reader = Reader(self.source, self.environ)
-                kept: contextlib.AbstractContextManager[list[ConfigError]] = (
-                    reader.deferring() if unset_kept else contextlib.nullcontext([])
-                )
-                # a number as written: YAML 1.1 reads `model: 0x10` as 16, `010` as 8, `12:30` as 750 (before: the
-                # setting got "16", "8" or "750"), as `Reader.string` takes a server's
-                text = v if isinstance(v, str) else self.written.get(k, str(v))
-                with kept as unset:
-                    out[k] = reader.expand(text, Node(v, line), key)
-                if unset:
-                    del out[k]
-                    continue
-                if setting.choices and out[k] not in setting.choices:
-                    raise ConfigError(f"expected {meaning}, got {v!r}", file=self.source, line=line, key=key)
-            elif kind is bool and isinstance(v, bool):
-                out[k] = v
-            elif kind is float and not isinstance(v, bool) and isinstance(v, int | float) and 0 < v < math.inf:
-                out[k] = float(v)
-            elif kind is int and not isinstance(v, bool) and isinstance(v, int) and v > 0:
-                out[k] = v
-            elif kind is list and isinstance(v, list):  # an item is not a string: say which, and what it is
-                i, item = next((i, x) for i, x in enumerate(v) if not _scalar(x))
-                shown = "null" if item is None else value_shown(item)
-                raise ConfigError(
-                    f"expected {meaning}; item {i} is {shown}, not a string", file=self.source, line=line, key=key
-                )
-            else:
-                written = Node(v, line, self.written.get(k))
-                hint = (
-                    quote_hint(written, json=False) if kind is str else exponent_hint(v) if kind in (int, float) else ""
-                )
-                expected = f"expected {_expected(kind, meaning)}, got {value_shown(v)}{hint}"
-                raise ConfigError(expected, file=self.source, line=line, key=key)
-            if setting.check is not None and (problem := setting.check(out[k])) is not None:
-                raise ConfigError(problem, file=self.source, line=line, key=key)
+            try:
+                value = self._value(k, v, settings, unset_kept=unset_kept)
+            except ConfigError as e:  # every key's error at once (before: the first alone)
+                problems.append(e)
+                continue
+            if value is not _KEPT:
+                out[k] = value
+        if problems:
+            raise joined(problems)
         return out
+
+    def _value(self, k: str, v: Any, settings: Mapping[str, Setting], *, unset_kept: bool) -> Any:
+        """The value of the key ``k`` (`read`), or `_KEPT` for a string naming a variable that is not set."""
+        key, line = f"{self.name}.{k}", self.lines.get(k)
+        setting = settings.get(k)
+        if setting is None:
+            unknown = f"unknown key{did_you_mean(k, settings, unknown=True)}"
+            raise ConfigError(unknown, file=self.source, line=line, key=key)
+        kind, meaning = setting.kind, setting.meaning
+        for text in v if isinstance(v, list) else (v,):  # `"\ud800"`: no program or file can take it
+            if isinstance(text, str) and (half := lone_surrogate(text)) is not None:
+                raise ConfigError(half, file=self.source, line=line, key=key)
+        value: Any
+        if kind is list and isinstance(v, list) and all(_scalar(x) for x in v):
+            value = tuple(str(x) for x in v)
+        elif kind is str and _scalar(v):
+            reader = Reader(self.source, self.environ)
+            kept: contextlib.AbstractContextManager[list[ConfigError]] = (
+                reader.deferring() if unset_kept else contextlib.nullcontext([])
+            )
+            # a number as written: YAML 1.1 reads `model: 0x10` as 16, `010` as 8, `12:30` as 750 (before: the
+            # setting got "16", "8" or "750"), as `Reader.string` takes a server's
+            text = v if isinstance(v, str) else self.written.get(k, str(v))
+            with kept as unset:
+                value = reader.expand(text, Node(v, line), key)
+            if unset:
+                return _KEPT
+            if setting.choices and value not in setting.choices:
+                raise ConfigError(f"expected {meaning}, got {v!r}", file=self.source, line=line, key=key)
+        elif kind is bool and isinstance(v, bool):
+            value = v
+        elif kind is float and not isinstance(v, bool) and isinstance(v, int | float) and 0 < v < math.inf:
+            value = float(v)
+        elif kind is int and not isinstance(v, bool) and isinstance(v, int) and v > 0:
+            value = v
+        elif kind is list and isinstance(v, list):  # an item is not a string: say which, and what it is
+            i, item = next((i, x) for i, x in enumerate(v) if not _scalar(x))
+            shown = "null" if item is None else value_shown(item)
+            raise ConfigError(
+                f"expected {meaning}; item {i} is {shown}, not a string", file=self.source, line=line, key=key
+            )
+        else:
+            written = Node(v, line, self.written.get(k))
+            hint = quote_hint(written, json=False) if kind is str else exponent_hint(v) if kind in (int, float) else ""
+            expected = f"expected {_expected(kind, meaning)}, got {value_shown(v)}{hint}"
+            raise ConfigError(expected, file=self.source, line=line, key=key)
+        if setting.check is not None and (problem := setting.check(value)) is not None:
+            raise ConfigError(problem, file=self.source, line=line, key=key)
+        return value
 
 
 SECTIONS: tuple[str, ...] = ("pool", "sandbox", "agent", "serve")

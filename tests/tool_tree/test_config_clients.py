@@ -314,10 +314,11 @@ def test_codex_config_toml_is_read(tmp_path: Path, caplog: pytest.LogCaptureFixt
 @pytest.mark.parametrize(
     ("change", "expected"),
     [
-        ((), "18: mcp_servers.figma.bearer_token_env_var: environment variable ${FIGMA_OAUTH_TOKEN} is not set"),
+        ((), "18: mcp_servers.figma.bearer_token_env_var: environment variable ${{FIGMA_OAUTH_TOKEN}} is not set"),
         (
             ('args = ["--port", "4000"]', 'args = "--port 4000"'),
-            "5: mcp_servers.docs.args: expected a list of strings, got str '--port 4000'",
+            "5: mcp_servers.docs.args: expected a list of strings, got str '--port 4000'\n{path}:18: "
+            "mcp_servers.figma.bearer_token_env_var: environment variable ${{FIGMA_OAUTH_TOKEN}} is not set",
         ),
         (
             ("tool_timeout_sec = 90", 'tool_timeout_sec = "90"'),
@@ -333,7 +334,7 @@ def test_a_bad_codex_config_names_the_line_and_the_key_as_codex_writes_it(
     path.write_text(CODEX.replace(*change) if change else CODEX)
     with pytest.raises(ConfigError) as info:
         load_config(path, environ={"FIGMA_ORG": "acme"})
-    assert str(info.value) == f"{path}:{expected}"
+    assert str(info.value) == f"{path}:{expected.format(path=path)}"  # every server's error at once
 
 
 def test_a_codex_config_without_servers_says_what_it_expected(tmp_path: Path) -> None:
