@@ -61,6 +61,45 @@ def load(path: str | Path, using: Collection[str] | None = None) -> Config:
         raise
 
 
+def recorded_default(tree: Path, *, missing_ok: bool = False) -> str | None:
+    """The configuration a command given no ``--config`` reads for ``tree``: the file the tree's manifest records
+    (`tool_tree.regenerate.recorded_config`: it was generated from it), said on stderr when it is not ./tooltree.yaml;
+    None when the tree records none (no tree yet, one of an earlier release): ./tooltree.yaml then. Before, a command
+    run from another folder (``generate-tree --check --out ~/proj/tree``) read ./tooltree.yaml, another project's or
+    none. A file of another user is not read (a manifest from elsewhere names no file to run).
+
+    Raises:
+        ConfigError: the recorded file is not there (moved, removed: unless ``missing_ok``, then None), or is another
+            user's.
+    """
+    import os
+    import sys
+
+    from tool_tree.config import ConfigError
+    from tool_tree.regenerate import recorded_config, shell_word
+    from tool_tree.tree import MANIFEST_FILE
+    from tooltree_cli.output import terminal_text
+
+    if (recorded := recorded_config(tree)) is None:
+        return None
+    manifest = str(tree / MANIFEST_FILE)
+    try:
+        owner = os.stat(recorded).st_uid
+    except OSError as e:
+        if missing_ok:
+            return None
+        problem = f"the tree was generated from {shell_word(recorded)}, which cannot be read ({e.strerror or e}): "
+        raise ConfigError(problem + "pass --config PATH", file=manifest) from None
+    if hasattr(os, "getuid") and owner not in (os.getuid(), 0):
+        problem = f"the tree was generated from {shell_word(recorded)}, another user's file, read only when named: "
+        raise ConfigError(problem + "pass --config PATH", file=manifest)
+    if not (Path(DEFAULT_CONFIG).exists() and os.path.samefile(DEFAULT_CONFIG, recorded)):
+        said = f"reading {shell_word(recorded)}, the configuration {shell_word(manifest)} records"
+        said += " (--config names another)"
+        print(f"tooltree: {terminal_text(said)}", file=sys.stderr, flush=True)
+    return recorded
+
+
 def load_optional_config(path: str | None, using: Collection[str] | None = None) -> Config | None:
     """The config at ``path``; with no path, ./tooltree.yaml when it exists, else None. ``using``: as for `load`
     (``()`` for a command that starts no server: no server's variable need be set).

@@ -102,8 +102,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "-c",
         type=config_path,
         default=None,
-        help=f"{CONFIG_FILES}; with --from-snapshot, no --config and no ./tooltree.yaml, every stored snapshot is "
-        "used)",
+        help=f"{CONFIG_FILES}, or for an --out tree generated before, the file its manifest records; with "
+        "--from-snapshot, no --config and neither file, every stored snapshot is used)",
     )
     p.add_argument("--out", "-o", default="tree", help="the tree to write (default: ./tree)")
     p.add_argument(
@@ -250,7 +250,7 @@ def _run(args: argparse.Namespace) -> int:
     from tool_tree.config import ConfigError
     from tool_tree.search import SearchError
     from tool_tree.tree import TreeError
-    from tooltree_cli.common import folder_problem, load
+    from tooltree_cli.common import folder_problem, load, recorded_default
     from tooltree_cli.progress import ServerProgress
 
     # Checked before any server starts.
@@ -267,8 +267,9 @@ def _run(args: argparse.Namespace) -> int:
         snapshots = Path(args.from_snapshot) if args.from_snapshot else out / SNAPSHOTS_DIR
     try:
         config: Config | None
-        config_path = args.config or DEFAULT_CONFIG
-        if snapshots is not None and args.config is None and not Path(DEFAULT_CONFIG).exists():
+        named = args.config or recorded_default(out, missing_ok=snapshots is not None)
+        config_path = named or DEFAULT_CONFIG
+        if snapshots is not None and named is None and not Path(DEFAULT_CONFIG).exists():
             config = None
         elif snapshots is not None:  # nothing connects: no server's variable is needed (before: a CI job without the
             # tokens could not run `--check --from-snapshot`), and the references are kept as written

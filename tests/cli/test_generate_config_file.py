@@ -4,6 +4,7 @@ variables that are not set, a top-level ``x-`` key holding YAML anchors, and a f
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -171,3 +172,63 @@ def test_a_run_from_snapshots_needs_no_servers_variable(
     assert "CRM_TOKEN" not in capsys.readouterr().err
     assert _generate(config, out, "--check") == 2  # one that starts the server still needs it
     assert "servers.crm.env.CRM_TOKEN: environment variable ${CRM_TOKEN} is not set" in capsys.readouterr().err
+
+
+def _check_elsewhere(tree: Path, *extra: str) -> int:
+    return main(["generate-tree", "--check", "--out", str(tree), "--embeddings", "off", *extra])
+
+
+def test_check_without_config_from_another_folder_reads_the_config_the_tree_records(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: ./tooltree.yaml was read, the other folder's: "tooltree.yaml: no such file", exit 2, or another
+    # project's servers checked against this tree.
+    project, elsewhere = tmp_path / "proj", tmp_path / "elsewhere"
+    project.mkdir(), elsewhere.mkdir()
+    config = project / "tooltree.yaml"
+    config.write_text(sample_config_yaml("docs"), encoding="utf-8")
+    assert _generate(config, project / "tree") == 0
+    capsys.readouterr()
+    monkeypatch.chdir(elsewhere)
+    assert _check_elsewhere(project / "tree") == 0
+    err = capsys.readouterr().err
+    manifest = project / "tree" / "manifest.json"
+    said = f"tooltree: reading {config}, the configuration {manifest} records (--config names another)\n"
+    assert said in err and err.rstrip().endswith(f"{project / 'tree'}: up to date")
+
+    (elsewhere / "tooltree.yaml").write_text(sample_config_yaml("crm"), encoding="utf-8")  # not this tree's
+    assert _check_elsewhere(project / "tree") == 0
+    assert said in capsys.readouterr().err
+
+    monkeypatch.chdir(project)  # its own folder: nothing to say
+    assert _check_elsewhere(Path("tree")) == 0
+    assert "reading" not in capsys.readouterr().err
+
+    config.rename(project / "moved.yaml")
+    monkeypatch.chdir(elsewhere)
+    assert _check_elsewhere(project / "tree") == 2
+    assert capsys.readouterr().err == (
+        f"tooltree: error: {project / 'tree' / 'manifest.json'}: the tree was generated from {config}, which cannot "
+        "be read (No such file or directory): pass --config PATH\n"
+    )
+    (elsewhere / "tooltree.yaml").unlink()
+    assert _check_elsewhere(project / "tree", "--from-snapshot") == 0  # as with no file recorded: every snapshot
+    assert _check_elsewhere(project / "tree", "--config", str(project / "moved.yaml")) == 0
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="gives a file to another user: needs root")
+def test_a_recorded_config_of_another_user_is_not_read_unless_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = tmp_path / "tooltree.yaml"
+    config.write_text(sample_config_yaml("docs"), encoding="utf-8")
+    assert _generate(config, tmp_path / "tree") == 0
+    os.chown(config, 54321, 54321)
+    monkeypatch.chdir(tmp_path.parent)
+    capsys.readouterr()
+    assert _check_elsewhere(tmp_path / "tree") == 2
+    assert capsys.readouterr().err == (
+        f"tooltree: error: {tmp_path / 'tree' / 'manifest.json'}: the tree was generated from {config}, another "
+        "user's file, read only when named: pass --config PATH\n"
+    )
+    assert _check_elsewhere(tmp_path / "tree", "--config", str(config)) == 0
