@@ -286,7 +286,7 @@ def _server_settings(
             kw[k] = conv(n, f"{where}.{k}", expand=k == "args")
     for k in ("env", "headers"):
         if (n := get(k)) is not None:
-            kw[k] = reader.string_map(n, f"{where}.{k}")
+            kw[k] = reader.string_map(n, f"{where}.{k}", variables=k == "env")
             check = header_problem if k == "headers" else env_problem
             check_fields(reader, n, kw[k], f"{where}.{k}", check, kept, unset)
             if k == "headers":

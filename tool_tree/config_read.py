@@ -466,12 +466,22 @@ class Reader:
             raise self.error(f"expected a list of strings, got {kind_of(node.value)}", node, key)
         return tuple(self.string(item, f"{key}[{i}]", expand=expand) for i, item in enumerate(node.value))
 
-    def string_map(self, node: Node, key: str) -> dict[str, str]:
+    def string_map(self, node: Node, key: str, *, variables: bool = False) -> dict[str, str]:
+        """A mapping of strings; of ``variables`` (a server's ``env``), a name with no value is refused saying how to
+        pass on tooltree's own variable, which docker compose does for it (before: "expected a string, got nothing")."""
         if not isinstance(node.value, dict):
             raise self.error(f"expected a mapping of strings, got {kind_of(node.value)}", node, key)
-        for k, (knode, _) in node.value.items():
+        for k, (knode, vnode) in node.value.items():
             if (half := lone_surrogate(k)) is not None:
                 raise self.error(half, knode, f"{key}.{k}")
+            if variables and vnode.value is None and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k):
+                written = (f'"{k}": "${{{k}}}"', f'"{k}": ""') if self.json else (f'{k}: "${{{k}}}"', f'{k}: ""')
+                problem = (
+                    f"expected a string, got nothing: a server is given only the variables its `env` sets (and PATH, "
+                    f"HOME and a few more); to pass on tooltree's own {k} write {written[0]}, for an empty value "
+                    f"{written[1]}"
+                )
+                raise self.error(problem, vnode, f"{key}.{k}")
         return {k: self.string(v, f"{key}.{k}") for k, (_, v) in node.value.items()}
 
     def number(self, node: Node, key: str) -> float:

@@ -410,10 +410,25 @@ def test_relative_command_and_args_resolve_against_the_config_folder(tmp_path: P
         ),
         ("servers: {}\nagent:\n", "tooltree.yaml:2: agent: expected a mapping of agent settings, got nothing"),
         ("servers: {}\ntool:\n  name:\n", "tooltree.yaml:3: tool.name: expected a name, got nothing"),
+        (  # docker compose passes such a name on (before: "expected a string, got nothing", and no more)
+            "servers:\n  a:\n    command: x\n    env:\n      GITHUB_TOKEN:\n",
+            "tooltree.yaml:5: servers.a.env.GITHUB_TOKEN: expected a string, got nothing: a server is given only the "
+            "variables its `env` sets (and PATH, HOME and a few more); to pass on tooltree's own GITHUB_TOKEN write "
+            'GITHUB_TOKEN: "${GITHUB_TOKEN}", for an empty value GITHUB_TOKEN: ""',
+        ),
     ],
 )
 def test_a_key_with_no_value_names_file_line_and_key(text: str, expected: str) -> None:
     assert str(error_of(text, sections=SECTIONS | {"agent": {}})) == expected
+
+
+def test_an_env_variable_of_null_in_a_json_file_says_how_to_pass_tooltrees_own_on_in_json() -> None:
+    text = '{"mcpServers": {"gh": {"command": "x", "env": {"GITHUB_TOKEN": null}}}}'
+    with pytest.raises(ConfigError) as info:
+        parse_config(text, source="mcp.json", environ={})
+    e = info.value
+    assert str(e).startswith("mcp.json:1: mcpServers.gh.env.GITHUB_TOKEN: expected a string, got nothing: a server is")
+    assert str(e).endswith('write "GITHUB_TOKEN": "${GITHUB_TOKEN}", for an empty value "GITHUB_TOKEN": ""')
 
 
 @pytest.mark.parametrize(
