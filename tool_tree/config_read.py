@@ -468,9 +468,18 @@ class Reader:
 
     def string_map(self, node: Node, key: str, *, variables: bool = False) -> dict[str, str]:
         """A mapping of strings; of ``variables`` (a server's ``env``), a name with no value is refused saying how to
-        pass on tooltree's own variable, which docker compose does for it (before: "expected a string, got nothing")."""
+        pass on tooltree's own variable, which docker compose does for it (before: "expected a string, got nothing"),
+        and a list (compose's ``- NAME=value``) saying how to write it."""
         if not isinstance(node.value, dict):
-            raise self.error(f"expected a mapping of strings, got {kind_of(node.value)}", node, key)
+            hint = ""
+            first = None
+            if variables and isinstance(node.value, list):  # docker compose's other form: `- TOKEN=abc`
+                first = next((i.value for i in node.value if isinstance(i.value, str) and "=" in i.value), None)
+            if first is not None:  # its name alone: a value may be a secret
+                name = one_line(first.partition("=")[0].strip(), 60)
+                as_key = f'"{name}": "…"' if self.json else f"{name}: …"
+                hint = f" of NAME=value: write each as a key of `env`, {as_key}, not {name}=…"
+            raise self.error(f"expected a mapping of strings, got {kind_of(node.value)}{hint}", node, key)
         for k, (knode, vnode) in node.value.items():
             if (half := lone_surrogate(k)) is not None:
                 raise self.error(half, knode, f"{key}.{k}")

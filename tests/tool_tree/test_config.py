@@ -422,6 +422,26 @@ def test_a_key_with_no_value_names_file_line_and_key(text: str, expected: str) -
     assert str(error_of(text, sections=SECTIONS | {"agent": {}})) == expected
 
 
+@pytest.mark.parametrize(
+    ("source", "text", "written"),
+    [
+        ("tooltree.yaml", "servers:\n  a:\n    command: x\n    env:\n      - TOKEN=s3cret\n", "TOKEN: …"),
+        ("mcp.json", '{"mcpServers": {"a": {"command": "x", "env": ["TOKEN=s3cret"]}}}', '"TOKEN": "…"'),
+    ],
+)
+def test_env_written_as_docker_compose_s_list_says_how_to_write_it_without_its_values(
+    source: str, text: str, written: str
+) -> None:
+    # Before: "expected a mapping of strings, got a list", and no more.
+    with pytest.raises(ConfigError) as info:
+        parse_config(text, source=source, environ={})
+    assert str(info.value).endswith(
+        f"a.env: expected a mapping of strings, got a list of NAME=value: write each as a key of `env`, {written}, "
+        "not TOKEN=…"
+    )
+    assert "s3cret" not in str(info.value)
+
+
 def test_an_env_variable_of_null_in_a_json_file_says_how_to_pass_tooltrees_own_on_in_json() -> None:
     text = '{"mcpServers": {"gh": {"command": "x", "env": {"GITHUB_TOKEN": null}}}}'
     with pytest.raises(ConfigError) as info:
