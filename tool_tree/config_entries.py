@@ -29,6 +29,7 @@ from tool_tree.config_checks import (
 from tool_tree.config_clients import entry_of, read_env_file
 from tool_tree.config_codex import CODEX_STARTUP_SECONDS, CODEX_TOOL_SECONDS
 from tool_tree.config_read import ConfigError, Node, Reader, did_you_mean, kind_of
+from tool_tree.config_sections import SECTIONS
 from tool_tree.config_servers import ASKABLE, DEFAULT_TIMEOUT, MAX_CONCURRENCY, MAX_DESCRIPTION, PROTOCOLS, ServerConfig
 from tool_tree.text import one_line
 
@@ -72,6 +73,15 @@ _FOREIGN_KEYS = {
     *("source", "settings"),  # Zed's
 }
 """Other clients' keys of an ``mcpServers`` entry that tooltree ignores without a word (not misspellings of its own)."""
+_OTHER_FORMATS = {
+    "type": "a tooltree.yaml tells a stdio server by its `command` and an HTTP one by its `url`: leave `type` out",
+    "httpUrl": "Gemini CLI's name of it: write `url`",
+    "serverUrl": "Windsurf's name of it: write `url`",
+    "envFile": 'a tooltree.yaml reads none: set the variables in `env`, "${VAR}" passing on tooltree\'s own',
+    "disabled": "write `enabled: false`",
+}
+"""Keys of an ``mcpServers`` entry (another client's file) written in a tooltree.yaml, with what to write instead."""
+_ANOTHER_CLIENTS = "another client's key, which tooltree does not read: leave it out"
 _JSON_TYPES = ("stdio", "http", "streamable-http", "streamableHttp")
 """The values of an ``mcpServers`` entry's ``type`` that tooltree connects to (``sse`` and others are left out)."""
 
@@ -178,11 +188,14 @@ def _server_entry(
     named: dict[str, tuple[str, str]] = {}
     if not json_format:  # each unknown key is kept (`Reader.problems`), and the known ones read: every error at once
         for k, (knode, _) in items.items():
-            if k not in SERVER_KEYS:
-                unknown = reader.error(
-                    f"unknown key{did_you_mean(k, SERVER_KEYS, unknown=True)}", knode, f"{where}.{k}"
-                )
-                reader.add(unknown)
+            if k not in SERVER_KEYS:  # another client's key says what tooltree's is, or that there is none
+                said = _OTHER_FORMATS.get(k, "")
+                if k in _JSON_TOOL_LISTS:
+                    said = f"another client's list of tool names: write `{_JSON_TOOL_LISTS[k]}`, of patterns"
+                elif k in _FOREIGN_KEYS and k not in SECTIONS:  # a `sandbox:` indented under a server: no
+                    said = _ANOTHER_CLIENTS
+                said = f" ({said})" if said else did_you_mean(k, SERVER_KEYS, unknown=True)
+                reader.add(reader.error(f"unknown key{said}", knode, f"{where}.{k}"))
         items = {k: v for k, v in items.items() if k in SERVER_KEYS}  # not read as another format's (`envFile`)
     else:
         foreign = {k: v for k, v in items.items() if k in _JSON_TOOL_LISTS}

@@ -846,3 +846,29 @@ def test_a_variable_in_a_description_is_kept_as_written_and_said(caplog: pytest.
     caplog.clear()
     parse_config("servers:\n  a: {command: x, description: costs $5}\n", environ={})
     assert caplog.messages == []
+
+
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [
+        (
+            "type: http",
+            "a tooltree.yaml tells a stdio server by its `command` and an HTTP one by its `url`: leave `type` out",
+        ),
+        ("disabled: true", "write `enabled: false`"),
+        (
+            "envFile: .env",
+            'a tooltree.yaml reads none: set the variables in `env`, "${VAR}" passing on tooltree\'s own',
+        ),
+        ("httpUrl: https://a.example/mcp", "Gemini CLI's name of it: write `url`"),
+        ("serverUrl: https://a.example/mcp", "Windsurf's name of it: write `url`"),
+        ("includeTools: [search]", "another client's list of tool names: write `include`, of patterns"),
+        ("autoApprove: [search]", "another client's key, which tooltree does not read: leave it out"),
+        ("sandbox: {memory: 1g}", ""),  # a section indented under a server: not another client's
+    ],
+)
+def test_a_key_of_another_clients_file_in_a_tooltree_yaml_says_what_to_write_instead(line: str, said: str) -> None:
+    # Before: "unknown key" alone (`type`, `httpUrl`, `autoApprove`), or a guess: "(did you mean 'env'?)" of envFile.
+    e = error_of(f"servers:\n  a:\n    command: x\n    {line}\n")
+    key = line.partition(":")[0]
+    assert str(e) == f"tooltree.yaml:4: servers.a.{key}: unknown key" + (f" ({said})" if said else "")
