@@ -347,7 +347,15 @@ def _parsed(
         reader.folder = started
     if not isinstance(servers_node.value, dict):
         key = map_key if is_json else prefix if json_format else "servers"
-        raise reader.error(f"expected a mapping of server names, got {kind_of(servers_node.value)}", servers_node, key)
+        hint = ""
+        if isinstance(servers_node.value, list) and not reader.json:  # `- name: crm`, as some tools list them
+            first = servers_node.value[0].value if servers_node.value else None
+            named = first.get("name", (None, Node(None, None)))[1].value if isinstance(first, dict) else first
+            name = one_line(named, 40) if isinstance(named, str) and named.strip() else "crm"
+            hint = f" (write each server as its name and a colon, `{name}:`, its settings indented under it)"
+            hint = hint if servers_node.value else " (write `servers: {}` for none yet)"
+        got = kind_of(servers_node.value)
+        raise reader.error(f"expected a mapping of server names, got {got}{hint}", servers_node, key)
     handed_on: dict[str, Section] = {}
     for name, (knode, vnode) in top.items() if not json_format else ():
         if name == "servers" or name.startswith("x-") or name not in allowed:  # `x-common: &common`: for anchors

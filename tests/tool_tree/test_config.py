@@ -872,3 +872,18 @@ def test_a_key_of_another_clients_file_in_a_tooltree_yaml_says_what_to_write_ins
     e = error_of(f"servers:\n  a:\n    command: x\n    {line}\n")
     key = line.partition(":")[0]
     assert str(e) == f"tooltree.yaml:4: servers.a.{key}: unknown key" + (f" ({said})" if said else "")
+
+
+@pytest.mark.parametrize(
+    ("servers", "said"),
+    [
+        ("\n  - name: docs\n    command: x\n", "2: servers: expected a mapping of server names, got a list (write each "
+         "server as its name and a colon, `docs:`, its settings indented under it)"),
+        (" [a, b]", "1: servers: expected a mapping of server names, got a list (write each server as its name and a "
+         "colon, `a:`, its settings indented under it)"),
+        (" []", "1: servers: expected a mapping of server names, got a list (write `servers: {}` for none yet)"),
+    ],
+)  # fmt: skip
+def test_servers_written_as_a_list_says_how_to_write_them(servers: str, said: str) -> None:
+    # Before: "expected a mapping of server names, got a list", and no more.
+    assert str(error_of(f"servers:{servers}\n")) == f"tooltree.yaml:{said}"
