@@ -133,7 +133,7 @@ def url_problem(url: str, written: str | None = None) -> str | None:
 
     got = repr(url) if written is None or written == url else f"{written!r} once its variables are set"
     if not re.match(r"^https?://", url, re.IGNORECASE):  # as HTTP reads a scheme (before: HTTPS://… refused)
-        return f"expected an http:// or https:// URL, got {got}"
+        return f"expected an http:// or https:// URL, got {got}{_scheme_hint(url, written)}"
     if any(c.isspace() or not c.isprintable() for c in url):
         return f"expected a URL without spaces or control characters, got {got}"
     try:
@@ -144,3 +144,17 @@ def url_problem(url: str, written: str | None = None) -> str | None:
     if not parts.hostname:
         return f"expected a URL with a host (http://host:port/path), got {got}"
     return None
+
+
+def _scheme_hint(url: str, written: str | None) -> str:
+    """For an address written without a scheme (``example.com/mcp``, ``localhost:8080/mcp``), the URL to write: http://
+    for this machine, else https:// (before: "expected an http:// or https:// URL" alone). Not of one its variables
+    made: a variable may hold a secret."""
+    host = re.match(r"(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+)(?::[0-9]{1,5})?(?:[/?#]|$)", url)
+    if (written is not None and written != url) or "://" in url or host is None:
+        return ""
+    name = host[1].lower()
+    local = name in ("localhost", "127.0.0.1", "[::1]", "0.0.0.0") or name.endswith(".localhost")
+    if not local and "." not in name.strip("."):  # `mcp`: no host
+        return ""
+    return f" (write {one_line(('http://' if local else 'https://') + url, 120)})"

@@ -193,7 +193,8 @@ def test_windsurf_server_url_is_the_servers_url(tmp_path: Path, caplog: pytest.L
     with pytest.raises(ConfigError) as info:
         load_config(path, environ={"TOKEN": "t"})
     assert str(info.value) == (
-        f"{path}:3: mcpServers.remote.serverUrl: expected an http:// or https:// URL, got 'mcp.example.com'"
+        f"{path}:3: mcpServers.remote.serverUrl: expected an http:// or https:// URL, got 'mcp.example.com' (write "
+        "https://mcp.example.com)"
     )
 
 

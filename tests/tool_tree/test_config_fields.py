@@ -229,3 +229,26 @@ def test_a_variable_written_without_braces_is_said_to_reach_the_server_as_text(
         f"tooltree.yaml:5: servers.a.env.A: $TOKEN {said} ${{TOKEN}} to have it expanded, or $$TOKEN to keep the $ "
         "and not be told",
     ]
+
+
+@pytest.mark.parametrize(
+    ("url", "said"),
+    [
+        ("example.com/mcp", " (write https://example.com/mcp)"),
+        ("localhost:8080/mcp", " (write http://localhost:8080/mcp)"),
+        ("127.0.0.1:3000", " (write http://127.0.0.1:3000)"),
+        ("[::1]:80/mcp", " (write http://[::1]:80/mcp)"),
+        ("mcp", ""),
+        ("/mcp", ""),
+        ("ftp://h", ""),
+    ],
+)
+def test_a_url_without_its_scheme_says_the_url_to_write(url: str, said: str) -> None:
+    # Before: "expected an http:// or https:// URL, got 'localhost:8080/mcp'", and no more.
+    e = error_of(f'servers:\n  a:\n    url: "{url}"\n')
+    assert e.message == f"expected an http:// or https:// URL, got {url!r}{said}"
+
+
+def test_a_url_made_by_variables_is_not_shown_with_a_scheme() -> None:
+    e = error_of('servers:\n  a:\n    url: "${HOST}/mcp"\n', {"HOST": "sk-live.example.com"})
+    assert e.message == "expected an http:// or https:// URL, got '${HOST}/mcp' once its variables are set"
