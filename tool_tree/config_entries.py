@@ -81,7 +81,6 @@ _OTHER_FORMATS = {
     "disabled": "write `enabled: false`",
 }
 """Keys of an ``mcpServers`` entry (another client's file) written in a tooltree.yaml, with what to write instead."""
-_ANOTHER_CLIENTS = "another client's key, which tooltree does not read: leave it out"
 _JSON_TYPES = ("stdio", "http", "streamable-http", "streamableHttp")
 """The values of an ``mcpServers`` entry's ``type`` that tooltree connects to (``sse`` and others are left out)."""
 
@@ -193,7 +192,7 @@ def _server_entry(
                 if k in _JSON_TOOL_LISTS:
                     said = f"another client's list of tool names: write `{_JSON_TOOL_LISTS[k]}`, of patterns"
                 elif k in _FOREIGN_KEYS and k not in SECTIONS:  # a `sandbox:` indented under a server: no
-                    said = _ANOTHER_CLIENTS
+                    said = "another client's key, which tooltree does not read: leave it out"
                 said = f" ({said})" if said else did_you_mean(k, SERVER_KEYS, unknown=True)
                 reader.add(reader.error(f"unknown key{said}", knode, f"{where}.{k}"))
         items = {k: v for k, v in items.items() if k in SERVER_KEYS}  # not read as another format's (`envFile`)
@@ -289,7 +288,8 @@ def _server_settings(
     if "command" in kw and not kw["command"].strip():
         raise reader.error("expected the program to start, got an empty string", get("command"), f"{where}.command")
     if ("command" in kw) == ("url" in kw):
-        problem = "has both `command` and `url`" if "command" in kw else "needs `command` (stdio) or `url` (HTTP)"
+        both = "has both `command` and `url`: `command` starts the server (stdio), `url` reaches one already running"
+        problem = f"{both} (HTTP); keep the one it is" if "command" in kw else "needs `command` (stdio) or `url` (HTTP)"
         raise reader.error(f"server {problem}", body, where)
     written_url = reader.string(n, f"{where}.url", expand=False) if (n := get("url")) is not None else None
     if "url" in kw and not kept(kw["url"]) and (bad_url := url_problem(kw["url"], written_url)) is not None:

@@ -887,3 +887,11 @@ def test_a_key_of_another_clients_file_in_a_tooltree_yaml_says_what_to_write_ins
 def test_servers_written_as_a_list_says_how_to_write_them(servers: str, said: str) -> None:
     # Before: "expected a mapping of server names, got a list", and no more.
     assert str(error_of(f"servers:{servers}\n")) == f"tooltree.yaml:{said}"
+
+
+def test_a_server_with_both_command_and_url_says_what_each_is() -> None:
+    # Before: "server has both `command` and `url`", and not which to keep.
+    assert str(error_of("servers:\n  a:\n    command: x\n    url: http://h/mcp\n")) == (
+        "tooltree.yaml:3: servers.a: server has both `command` and `url`: `command` starts the server (stdio), `url` "
+        "reaches one already running (HTTP); keep the one it is"
+    )
