@@ -121,6 +121,19 @@ def _stopped_event(request_id: Any, grace: float | None) -> bytes:
     return b"event: message\r\ndata: " + json.dumps(answer).encode() + b"\r\n\r\n"
 
 
+def _answers(chunk: bytes, request_id: Any) -> bool:
+    """Whether ``chunk`` of a stream of server-sent events holds the answer (a result or an error) to request
+    ``request_id`` (the SDK sends each event in one chunk)."""
+    if request_id is None:
+        return False
+    for line in chunk.splitlines():
+        if line.startswith(b"data:"):
+            message = _parsed(line[5:])
+            if message is not None and message.get("id") == request_id and ("result" in message or "error" in message):
+                return True
+    return False
+
+
 @dataclass
 class _Session:
     key: str
@@ -188,16 +201,17 @@ class SessionGate:
         if self._stopping is not None:
             await refuse(send, 503, "tooltree serve is stopping")
             return
-        started = finished = events = False
+        started = finished = events = answered = False
         exchange = _Exchange()
 
         async def watch(message: Message) -> None:
-            nonlocal started, finished, events
+            nonlocal started, finished, events, answered
             if message["type"] == "http.response.start":
                 started = True
                 events = (_response_header(message, "content-type") or "").startswith("text/event-stream")
-            elif message["type"] == "http.response.body" and not message.get("more_body", False):
-                finished = True
+            elif message["type"] == "http.response.body":
+                answered = answered or (events and _answers(message.get("body", b""), exchange.request_id))
+                finished = not message.get("more_body", False)
             await send(message)
 
         with anyio.CancelScope() as request:
@@ -210,7 +224,9 @@ class SessionGate:
             if started:
                 # A request's stream of events gets its answer: the error, as the client reads one. Before, it ended
                 # with none, and the SDK client said only "SSE stream ended without a response".
-                last = _stopped_event(exchange.request_id, None if self._hurried else self._stopping) if events else b""
+                # One whose answer was sent, its stream not yet closed, gets none: before, the error came after it.
+                grace = None if self._hurried else self._stopping
+                last = _stopped_event(exchange.request_id, grace) if events and not answered else b""
                 await send({"type": "http.response.body", "body": last, "more_body": False})
             else:
                 await refuse(send, 503, "tooltree serve is stopping")

@@ -183,3 +183,66 @@ async def test_a_call_whose_stream_of_events_began_is_answered_with_an_error_say
             "stop, so it was cancelled (a script it ran was stopped)",
         },
     }
+
+
+class AnsweredNotClosed(Hanging):
+    """`Hanging`, but a ``tools/call`` is answered with a stream whose answer event was sent, and the stream not yet
+    closed (the SDK sends the answer, then closes its stream: a stop's cancel may land in between)."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        message = await receive()
+        if scope["method"] == "POST" and b"tools/call" in message.get("body", b""):
+            await send(
+                {"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]}
+            )
+            answer = {"jsonrpc": "2.0", "id": json.loads(message["body"])["id"], "result": {"content": []}}
+            event = b"event: message\r\ndata: " + json.dumps(answer).encode() + b"\r\n\r\n"
+            await send({"type": "http.response.body", "body": event, "more_body": True})
+            await anyio.sleep_forever()
+
+        async def again() -> Message:
+            return message
+
+        await super().__call__(scope, again, send)
+
+
+async def test_a_call_answered_before_its_stream_closed_at_a_stop_gets_no_second_answer() -> None:
+    # Before: the stop's error followed the call's answer in its stream, a second answer to one request.
+    async def on_end(key: str) -> None:
+        pass
+
+    gate = SessionGate(AnsweredNotClosed(), max_sessions=4, idle_timeout=3600, on_end=on_end)
+    sent: list[Message] = []
+    began = anyio.Event()
+
+    def request(body: bytes, key: str | None) -> tuple[Scope, Receive, Send]:
+        headers = [(b"host", b"127.0.0.1:1"), (b"content-length", str(len(body)).encode())]
+        headers += [(b"mcp-session-id", key.encode())] if key is not None else []
+        given = [{"type": "http.request", "body": body, "more_body": False}]
+
+        async def receive() -> Message:
+            if given:
+                return given.pop()
+            await anyio.sleep_forever()
+            raise AssertionError("unreachable")
+
+        async def send(message: Message) -> None:
+            if key is not None:
+                sent.append(message)
+                began.set()
+
+        scope = {"type": "http", "method": "POST", "path": "/mcp", "headers": headers, "query_string": b""}
+        return scope, receive, send
+
+    await gate(*request(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize"}).encode(), None))
+    call = json.dumps({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {}}).encode()
+    with anyio.fail_after(WAIT):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(gate, *request(call, "s1"))
+            await began.wait()
+            await anyio.wait_all_tasks_blocked()
+            gate.stop(0.2)
+    assert sent[0]["status"] == 200 and sent[-1]["more_body"] is False
+    events = b"".join(m.get("body", b"") for m in sent[1:]).decode()
+    answers = [json.loads(line[5:]) for line in events.splitlines() if line.startswith("data:")]
+    assert answers == [{"jsonrpc": "2.0", "id": 7, "result": {"content": []}}]
