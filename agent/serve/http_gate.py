@@ -29,12 +29,9 @@ tells the sessions (``on_stream``) when a session's ``GET`` stream opens and clo
 and whose client sends nothing for `agent.serve.sessions.GONE_GRACE` seconds ends (the client's next call, if it
 comes back after all, starts a new one and is told so).
 
-**Stopping.** `stop` ends every open ``GET`` stream at once and gives the other requests in flight a grace, then
-cancels them too, each answered with an error that says serve is stopping (``503``, or the last event of its
-stream). Left to uvicorn, a stop waited for every connection to close: with a client's ``GET`` stream open, SIGTERM
-did nothing for as long as the client stayed.
+**Stopping.** `stop` ends every request in flight, at once or after a grace, each answered: `agent.serve.http_stop`'s.
 
-(Over 400 lines: sessions, clients that left, stopping and disconnects are one gate's, each deciding what
+(Over 400 lines: sessions, clients that left and disconnects are one gate's, each deciding what
 happens to the same requests and sessions.)
 
 **Requests.** What each may cost (its body, its JSON values counted before parsing, the requests a session
@@ -72,6 +69,7 @@ from agent.serve.http_requests import (
     refuse,
     session_not_found,
 )
+from agent.serve.http_stop import Drain, Exchange
 
 logger = logging.getLogger(__name__)
 
@@ -89,9 +87,6 @@ is never ended for a new client: its client is still in its handshake, with its 
 such a session was the one to end when every other had a request in flight: of 20 MCP Inspector CLI runs at once
 against 16 places, 4 failed with ``404 Session not found`` on their first call instead of a ``503`` that says why."""
 
-STOPPED = -32000
-"""The JSON-RPC code of the error that answers a request cancelled as serve stopped (a server error: see `stop`)."""
-
 GONE_KEPT = 1024
 """Sessions that ended whose reason the gate keeps, for their client's next request (the oldest forgotten first)."""
 
@@ -99,39 +94,6 @@ Ended = Callable[[str], Awaitable[None]]
 Stream = Callable[[str, bool], None]
 """Called with a session id and whether its ``GET`` stream opened (True) or closed (False)."""
 HeaderList = list[tuple[bytes, bytes]]
-
-
-@dataclass
-class _Exchange:
-    """What the gate learnt of one HTTP request while it was served."""
-
-    request_id: Any = None
-    """The id of the JSON-RPC request its ``POST`` carries (`_request_id`), once its body was read."""
-
-
-def _stopped_event(request_id: Any, grace: float | None) -> bytes:
-    """The server-sent event that answers request ``request_id`` (None: no event) with an error, as serve stopped
-    while it was still running ``grace`` seconds after being told to (None: when told again)."""
-    if request_id is None:
-        return b""
-    when = f"{grace:g} s after serve was told to stop" if grace is not None else "when serve was told again to stop"
-    message = f"tooltree serve is stopping: this request was still running {when}, so it was cancelled (a script it "
-    message += "ran was stopped)"
-    answer = {"jsonrpc": "2.0", "id": request_id, "error": {"code": STOPPED, "message": message}}
-    return b"event: message\r\ndata: " + json.dumps(answer).encode() + b"\r\n\r\n"
-
-
-def _answers(chunk: bytes, request_id: Any) -> bool:
-    """Whether ``chunk`` of a stream of server-sent events holds the answer (a result or an error) to request
-    ``request_id`` (the SDK sends each event in one chunk)."""
-    if request_id is None:
-        return False
-    for line in chunk.splitlines():
-        if line.startswith(b"data:"):
-            message = _parsed(line[5:])
-            if message is not None and message.get("id") == request_id and ("result" in message or "error" in message):
-                return True
-    return False
 
 
 @dataclass
@@ -177,9 +139,7 @@ class SessionGate:
         self.on_end = on_end
         self.on_stream = on_stream
         self._sessions: dict[str, _Session] = {}
-        self._requests: dict[anyio.CancelScope, bool] = {}  # each request in flight: whether it is a GET stream
-        self._stopping: float | None = None  # the grace given to requests in flight by `stop`
-        self._hurried = False  # `stop` was called again: requests in flight were cancelled at once
+        self._drain = Drain()
         self._opening = 0  # requests without a session that the SDK may be opening one for
         self._in_flight = InFlight()
         self._finished: anyio.Event | None = None  # set when a session's request finishes (`_open` waits on it)
@@ -188,50 +148,19 @@ class SessionGate:
     def stop(self, grace: float) -> None:
         """Serving stops: end every ``GET`` stream now and every other request in flight after ``grace`` seconds;
         refuse new requests (on the event loop). Called again (a second signal), it cuts the grace given short."""
-        self._hurried = self._stopping is not None
-        self._stopping = grace if self._stopping is None else min(grace, self._stopping)
-        now = anyio.current_time()
-        for request, stream in self._requests.items():
-            request.deadline = min(request.deadline, now if stream else now + grace)
+        self._drain.stop(grace)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope.get("type") != "http":
             await self.app(scope, receive, send)
             return
-        if self._stopping is not None:
-            await refuse(send, 503, "tooltree serve is stopping")
-            return
-        started = finished = events = answered = False
-        exchange = _Exchange()
 
-        async def watch(message: Message) -> None:
-            nonlocal started, finished, events, answered
-            if message["type"] == "http.response.start":
-                started = True
-                events = (_response_header(message, "content-type") or "").startswith("text/event-stream")
-            elif message["type"] == "http.response.body":
-                answered = answered or (events and _answers(message.get("body", b""), exchange.request_id))
-                finished = not message.get("more_body", False)
-            await send(message)
+        async def handle(send: Send, exchange: Exchange) -> None:
+            await self._request(scope, receive, send, exchange)
 
-        with anyio.CancelScope() as request:
-            self._requests[request] = scope.get("method") == "GET"
-            try:
-                await self._request(scope, receive, watch, exchange)
-            finally:
-                del self._requests[request]
-        if request.cancelled_caught and not finished:  # `stop` ended it
-            if started:
-                # A request's stream of events gets its answer: the error, as the client reads one. Before, it ended
-                # with none, and the SDK client said only "SSE stream ended without a response".
-                # One whose answer was sent, its stream not yet closed, gets none: before, the error came after it.
-                grace = None if self._hurried else self._stopping
-                last = _stopped_event(exchange.request_id, grace) if events and not answered else b""
-                await send({"type": "http.response.body", "body": last, "more_body": False})
-            else:
-                await refuse(send, 503, "tooltree serve is stopping")
+        await self._drain.serve(scope, send, handle)
 
-    async def _request(self, scope: Scope, receive: Receive, send: Send, exchange: _Exchange) -> None:
+    async def _request(self, scope: Scope, receive: Receive, send: Send, exchange: Exchange) -> None:
         key = _header(scope, SESSION_HEADER)
         if key is not None and key not in self._sessions:  # unknown here, so to the SDK too: answered 404 unread
             # -32001, the code the TypeScript SDK's servers answer a session they do not know with (the SDK's: -32600)
@@ -322,7 +251,7 @@ class SessionGate:
 
     # ---- POST -----------------------------------------------------------------------------------
 
-    async def _post(self, key: str | None, scope: Scope, receive: Receive, send: Send, exchange: _Exchange) -> None:
+    async def _post(self, key: str | None, scope: Scope, receive: Receive, send: Send, exchange: Exchange) -> None:
         session = self._sessions.get(key) if key is not None else None
         length = content_length(scope)
         large = length is None or length > SMALL_BODY
