@@ -65,6 +65,7 @@ from sandbox.workspace_staging import (
     flush_to_disk,
     leftovers,
     leftovers_note,
+    work_name,
 )
 from sandbox.workspace_unstaged import UnstagedFolders
 
@@ -194,7 +195,7 @@ class WorkspaceReceiver:
     def _try_staging(self) -> Path:
         self.beside.mkdir(0o700, parents=True, exist_ok=True)
         self._unfinished += _remove_stale_staging(self.dest, self.beside)
-        staging = Path(tempfile.mkdtemp(prefix=f".{self.dest.name}.incoming-{os.getpid()}-", dir=self.beside))
+        staging = Path(tempfile.mkdtemp(prefix=f".{work_name(self.dest)}.incoming-{os.getpid()}-", dir=self.beside))
         staging.chmod(0o755)
         return staging
 
@@ -410,7 +411,7 @@ class WorkspaceReceiver:
             dest_fd = open_folder(self.dest)
         except OSError as e:
             raise WorkspaceError(f"could not put the saved workspace in place at {self.dest}: {e.strerror}") from None
-        aside, merged = AsideArea(self.beside, f".{self.dest.name}.old-{os.getpid()}-"), Merge()
+        aside, merged = AsideArea(self.beside, f".{work_name(self.dest)}.old-{os.getpid()}-"), Merge()
         merged.room = None if self.max_data is None else max(0, self.max_data - self._data)
         self.merging = True  # from here on, the host folder may change: the saved copy is no longer dropped
         # Under a name no later save removes, before anything moves: a merge its process never finished (killed, its
@@ -462,7 +463,7 @@ class WorkspaceReceiver:
     def _keep_staging(self) -> None:
         """Give the saved copy, before a merge moves anything out of it, a name no later save removes as stale."""
         try:
-            kept = tempfile.mkdtemp(prefix=f".{self.dest.name}.unmerged-{os.getpid()}-", dir=self.beside)
+            kept = tempfile.mkdtemp(prefix=f".{work_name(self.dest)}.unmerged-{os.getpid()}-", dir=self.beside)
         except OSError:
             return
         try:

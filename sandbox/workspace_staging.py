@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import glob
+import hashlib
 import os
 import re
 import shutil
@@ -33,14 +34,29 @@ LEFTOVERS_NAMED = 3
 _LEFTOVER = re.compile(r"(unmerged|old)-(?:([0-9]+)-)?[a-z0-9_]{8}")
 """After ``.<name>.``: a folder a save kept (its saved copy, or host files it took out), the saving process's id
 (none in an older tooltree's names), then ``mkdtemp``'s suffix."""
+NAME_BYTES_KEPT = 180
+"""How much of a long folder's name the names of the folders a save works in beside it keep (`work_name`)."""
 _MADE_HERE: set[str] = set()
 """Such folders this process kept, still there: its own (another process of the same id, killed, left the others)."""
+
+
+def work_name(dest: Path) -> str:
+    """``dest``'s name as the folders a save works in beside it are named (``.<name>.incoming-<pid>-*``,
+    ``.<name>.unmerged-*``, ``.<name>.old-*``): a name over `NAME_BYTES_KEPT` bytes is cut there and followed by
+    ``~`` and 8 hex digits of its hash, so that theirs fit a file name's 255 bytes and still tell folders apart.
+
+    Before: the name was used whole, so a folder named with over about 230 bytes could never be saved into ("File
+    name too long", beside it and in its `WORK_FOLDER` alike): every script's work in it was lost."""
+    name = os.fsencode(dest.name)
+    if len(name) <= NAME_BYTES_KEPT:
+        return dest.name
+    return os.fsdecode(name[:NAME_BYTES_KEPT] + b"~" + hashlib.sha256(name).hexdigest()[:8].encode("ascii"))
 
 
 def _remove_stale_staging(dest: Path, beside: Path) -> int:
     """Remove the staging folders (in ``beside``) of saves into ``dest`` whose process is gone (killed mid-save):
     how many."""
-    prefix, removed = f".{dest.name}.incoming-", 0
+    prefix, removed = f".{work_name(dest)}.incoming-", 0
     for stale in beside.glob(f"{glob.escape(prefix)}*"):
         pid = stale.name[len(prefix) :].partition("-")[0]
         if pid.isascii() and pid.isdigit() and not alive(int(pid)):
@@ -56,7 +72,7 @@ def leftovers(dest: Path) -> list[tuple[Path, str]]:
     or one whose failure it reported) are left out, and so are this process's own; a folder whose name carries no
     process id (an older tooltree's) counts as gone. Nothing is moved or removed."""
     dest = Path(os.path.realpath(dest))
-    prefix = f".{dest.name}."
+    prefix = f".{work_name(dest)}."
     found: list[tuple[Path, str]] = []
     for beside in (dest.parent, dest / WORK_FOLDER):
         try:
