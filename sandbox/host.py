@@ -204,6 +204,11 @@ class Runtime(_RuntimeSandbox):
         self.following: Callable[[str], float | None] | None = None
         """Given a server's name, the seconds until its part of the tree is regenerated, as it said its tools changed
         (`tooltree serve`; `sandbox.mcp_bridge.McpBridge.following`, which each bridge of the runtime is given)."""
+        self.on_tree_followed: Callable[[McpBridge, McpBridge], None] | None = None
+        """Called with the bridge the runtime left and its new one once it moved to a regenerated tree (`_follow_tree`),
+        the old one's server pool stopped (or stopping once its calls in flight end), from the thread that starts its
+        sandbox (holding the tree's shared lock): what the old servers were asked to keep ends with them (`tooltree
+        serve` subscribes its client's resources again on the new ones: `agent.serve.client_session.ClientSession`)."""
         self._pool: BackgroundPool | None = None
         self._opened_in = os.getpid()  # the process whose thread runs `_pool`
         self._open_lock = threading.Lock()  # one thread opens (or closes) the server pool; the others wait for it
@@ -295,7 +300,7 @@ class Runtime(_RuntimeSandbox):
         regenerated manifest (keeping the old one's refusals of a regeneration's, `McpBridge.keep_refusals`: before, a
         `tooltree serve` session's next refusal said "start a new run" and did not renew it), and a new server pool
         (the old one's servers listed their tools before); the old pool is stopped once the `call_tool` calls in flight
-        on it end. Called as a sandbox starts, with no sandbox running,
+        on it end, and `on_tree_followed` is told. Called as a sandbox starts, with no sandbox running,
         holding the tree's shared lock. Returns what to tell the user.
 
         Raises:
@@ -306,7 +311,7 @@ class Runtime(_RuntimeSandbox):
         from sandbox.stored_definitions import versioned_manifest
 
         with self._direct_lock, self._open_lock:
-            old = self._pool
+            old, left = self._pool, self._bridge
             if old is None or self._closed.is_set():
                 raise SandboxError(CLOSED)
             version, manifest = versioned_manifest(self.tree)
@@ -322,6 +327,8 @@ class Runtime(_RuntimeSandbox):
                 old = None
         if old is not None:
             old.close()
+        if self.on_tree_followed is not None and left is not None:
+            self.on_tree_followed(left, bridge)
         logger.warning("the tree %s was regenerated since this runtime read it: its new sandbox runs the regenerated "
                        "tree, and its servers start again", self.tree)  # fmt: skip
         return (

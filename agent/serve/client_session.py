@@ -33,7 +33,7 @@ import anyio
 
 from agent.serve.content import new_session_hint
 from agent.serve.renewal import RENEWING, RENEWING_CHANGED, RENEWING_PASSTHROUGH, RENEWS, restored
-from agent.serve.upstream_subscriptions import follows
+from agent.serve.upstream_subscriptions import carry_followed, follows
 from agent.toolsets.base import ToolOutcome, error, with_note
 from sandbox.calls import WAIT_SAID
 
@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from agent.toolsets.code import CodeToolset
     from sandbox import Sandbox
     from sandbox.host import Runtime
+    from sandbox.mcp_bridge import McpBridge
     from tool_tree.server_asks import Asker
 
 # The sessions' log, as before a client session had a module of its own.
@@ -168,6 +169,7 @@ class ClientSession:
         self.kept_since: float | None = None
         """The `last_used` at which stopping its idle sandbox failed (its workspace could not be saved): not tried
         again until it is used."""
+        runtime.on_tree_followed = self._tree_followed
 
     def opened(self) -> Runtime:
         """The runtime, opened (from a worker thread): its server pool runs, servers start on first call."""
@@ -176,6 +178,16 @@ class ClientSession:
             self._bridge = runtime.bridge
             self._bridge.stale.advice = RENEWS  # a call refused as the regeneration's renews the session
             return runtime
+
+    def _tree_followed(self, left: McpBridge, bridge: McpBridge) -> None:
+        """Its runtime moved to the regenerated tree as its sandbox started (`sandbox.host.Runtime.on_tree_followed`):
+        its pool is the new bridge's at once (before: the stopped one until the next `opened`, so that `follows` asked
+        it), and the resources its client followed on the stopped one are followed on the new one
+        (`agent.serve.upstream_subscriptions.carry_followed`)."""
+        with self._open_lock:
+            self._bridge = bridge
+            bridge.stale.advice = RENEWS
+        carry_followed(left.pool, self)
 
     def stale_refused(self) -> int:
         """How many calls its bridges refused so far because the tree was regenerated since the session began (0 before

@@ -32,7 +32,9 @@ offered by it, its server refusing or failing, or a resource link's URI no serve
 started again, returned no link to it, and its read is refused there too) is dropped, said in serve's log as a warning
 naming the URI and why (MCP has no notice for it). Done before the call goes on, so that the client's later
 ``resources/subscribe`` or ``unsubscribe`` act on what was carried, never raced by it; the call waits for those servers'
-start and answers (each within its timeout).
+start and answers (each within its timeout). A session whose runtime moves to the regenerated tree as its sandbox starts
+(a ``generate-tree`` that ended after `SessionRegistry.use` let its call in: `sandbox.host.Runtime._follow_tree`, which
+stops its servers) carries them over the same way, from the thread that starts the sandbox (`carry_followed`).
 
 **Bounds**, against a hostile client or server: at most `MAX_SUBSCRIPTIONS` URIs followed per client session (one
 more is refused, saying so); a URI followed is a clean string of at most `upstream_offer.URI_CHARS` characters, sent
@@ -43,6 +45,9 @@ followed is dropped. The server's notices are bounded in number before they are 
 The 2026-07-28 protocol has no ``resources/subscribe``: its clients follow resources on ``subscriptions/listen``
 streams (`agent.serve.upstream_listen`), through the same `Subscriptions`, checks (`followable`) and bounds; what a
 client session follows, and how it is told, is `agent.serve.upstream_followed.Followed`.
+
+(Over 400 lines: the subscribe and unsubscribe of a URI, and their carrying over to the servers of a regenerated tree,
+share the same checks, bounds and serialisation.)
 """
 
 from __future__ import annotations
@@ -245,6 +250,19 @@ async def carry(old: ClientSession, new: ClientSession) -> None:
         await anyio.to_thread.run_sync(
             followed.subscriptions.carry, followed, taken, new, old.runtime, limiter=new.limiter, abandon_on_cancel=True
         )
+
+
+def carry_followed(left: Any, session: ClientSession) -> None:
+    """``session``'s runtime moved to the regenerated tree as its sandbox started, and stopped its server pool ``left``
+    (`sandbox.host.Runtime._follow_tree`: a ``generate-tree`` that ended after the session's call was let in,
+    `agent.serve.sessions.SessionRegistry.use`): the resources its client followed on ``left`` are followed on the
+    runtime's new servers (`Subscriptions.carry`), from the thread that starts the sandbox. Before, they ended with
+    ``left``'s servers, unsaid, and the session went on looking as if it followed them."""
+    followed = listener(left)
+    if followed is None or followed.subscriptions is None:
+        return
+    if taken := followed.take():
+        followed.subscriptions.carry(followed, taken, session, session.runtime)
 
 
 def subscribe_on(
