@@ -183,7 +183,7 @@ async def discover_one(
         if result.error is not None and "connection closed" in result.error.lower() and server.command is not None:
             said = "the server exited during start-up" if phase == "start-up" else f"the server exited while {phase}"
             result.error = stderr.exited_said(said) if stderr is not None else said
-            result.error += other_python(server, result.stderr_tail)  # `python` on PATH another than tooltree's
+            result.error += await other_python(server, result.stderr_tail)  # `python` on PATH another than tooltree's
         if result.error is not None:
             result.error = redact(result.error, server)  # the tail is redacted by its log, which knows the server
             result.tools, result.lists = [], {}

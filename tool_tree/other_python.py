@@ -5,6 +5,10 @@ which outside the virtualenv tooltree runs in is often another Python, without t
 named 'mcp'``) or too old for its syntax (Python 3.8 on a ``match`` statement). Before, the server's failure said
 "the server exited during start-up, with exit status 1" and the last lines of its stderr, which named neither
 interpreter.
+
+Its version is asked of it (``--version``, at most `_VERSION_SECONDS`) in a worker thread: before, on the event loop
+of the failed start (a server pool's, or generate-tree's), which stopped for up to 2 s every other server's start,
+call and notice on it.
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ import re
 import shutil
 import subprocess
 import sys
+
+import anyio
 
 from tool_tree.config import ServerConfig
 
@@ -35,7 +41,7 @@ def _version(program: str) -> str:
     return said if re.fullmatch(r"Python [\w.+]+", said) else ""
 
 
-def other_python(server: ServerConfig, stderr_tail: str) -> str:
+async def other_python(server: ServerConfig, stderr_tail: str) -> str:
     """For a server whose command is a Python that failed as one lacking its packages or syntax and that is not in
     tooltree's own environment: ``; `python` is /usr/bin/python (Python 3.8.10), not the Python tooltree runs on
     (/home/me/tooltree/.venv/bin/python, Python 3.11.7): give the interpreter that has the server's packages as its
@@ -50,7 +56,7 @@ def other_python(server: ServerConfig, stderr_tail: str) -> str:
     own = os.path.abspath(sys.executable)
     if found is None or os.path.dirname(os.path.abspath(found)) == os.path.dirname(own):
         return ""  # the same environment's Python (python, python3): the server's own failure
-    version = _version(found)
+    version = await anyio.to_thread.run_sync(_version, found)  # never on the loop: up to 2 s
     mine = f"Python {sys.version.split()[0]}"
     return (
         f"; `{command}` is {found}{f' ({version})' if version else ''}, not the Python tooltree runs on ({own}, "

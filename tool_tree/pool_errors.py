@@ -168,7 +168,7 @@ def _first(e: BaseException) -> BaseException:
     return e
 
 
-def _reason(e: BaseException, *, http: bool = False, stderr: StderrLog | None = None) -> str:
+async def _reason(e: BaseException, *, http: bool = False, stderr: StderrLog | None = None) -> str:
     e = _first(e)
     if isinstance(e, TimeoutError):
         return "timed out while starting (its own start-up, not the wait for its turn)"
@@ -180,7 +180,7 @@ def _reason(e: BaseException, *, http: bool = False, stderr: StderrLog | None = 
         said = "the server exited during start-up"
         if stderr is None:
             return said
-        return stderr.exited_said(said) + (other_python(stderr.server, stderr.tail()) if stderr.server else "")
+        return stderr.exited_said(said) + (await other_python(stderr.server, stderr.tail()) if stderr.server else "")
     return str(e) or type(e).__name__
 
 

@@ -114,7 +114,7 @@ async def _ensure(pool: ServerPool, slot: _Slot) -> mcp.Client:
             raise PoolError("the pool closed while the server started (its `with` block ended meanwhile)")
         if box or client is None:
             reason = (
-                _reason(box[0], http=slot.config.url is not None, stderr=slot.stderr)
+                await _reason(box[0], http=slot.config.url is not None, stderr=slot.stderr)
                 if box
                 else "the connection closed"
             )

@@ -14,6 +14,7 @@ import os
 import sys
 from pathlib import Path
 
+import anyio
 import pytest
 
 from generator.discover import discover_all
@@ -69,3 +70,26 @@ async def test_a_python_of_tooltrees_own_environment_is_not_said_to_be_another(t
     server = ServerConfig(name="crm", command=sys.executable, args=(str(script),), timeout=30)
     (found,) = await discover_all([server])
     assert found.error == "the server exited during start-up, with exit status 1"
+
+
+async def test_the_version_of_the_other_python_is_asked_off_the_event_loop(tmp_path: Path) -> None:
+    # Its ``--version`` answers only once a task of the failed start's event loop has seen it asked. Before, it was
+    # asked on that loop (up to 2 s, as every other server's start and call of the pool waited): the task never ran
+    # meanwhile, so the version was never said.
+    server, said = old_python_first(tmp_path)
+    asked, answer = tmp_path / "asked", tmp_path / "answer"
+    program = tmp_path / "bin" / "python"
+    waits = f'touch "{asked}"; i=0; while [ ! -e "{answer}" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done; '
+    program.write_text(OLD_PYTHON.replace("then echo", f"then {waits}echo"), encoding="utf-8")
+
+    async def answered_from_the_loop() -> None:
+        with anyio.fail_after(30):
+            while not asked.exists():
+                await anyio.sleep(0.01)
+        answer.touch()
+
+    async with anyio.create_task_group() as tasks, ServerPool([server]) as pool:
+        tasks.start_soon(answered_from_the_loop)
+        with pytest.raises(PoolError) as raised:
+            await pool.call("crm", "list_leads", {})
+    assert f"the server exited during start-up, with exit status 1{said}" in str(raised.value)
