@@ -156,11 +156,15 @@ def _instructions(text: object) -> list[str]:
 LAZY_INIT = '''
 
 
-def __getattr__(name: str) -> object:
-    """A tool's function: its stub is imported at its first use, so importing one tool imports no other."""
-    if name not in _TOOLS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(_import_module(f"{__name__}.{name}"), name)
+class _Tool:
+    """A tool's function: its stub is imported at its first use, so importing one tool imports no other. A name of no
+    tool finds none of these, and Python raises its AttributeError itself, showing the script's line alone."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, package: object, owner: object = None) -> object:
+        return self if package is None else getattr(_import_module(f"{__name__}.{self.name}"), self.name)
 
 
 def __dir__() -> list[str]:
@@ -176,10 +180,15 @@ class _Package(_ModuleType):
 
 
 _TOOLS = frozenset(__all__)
+for _name in _TOOLS:
+    setattr(_Package, _name, _Tool(_name))
 _sys.modules[__name__].__class__ = _Package
 '''
 """The end of every server package's ``__init__.py``, the same in each: the code that imports a stub at its tool's
-first use. Nothing in it comes from a server."""
+first use. Nothing in it comes from a server. Each tool is a descriptor of the package's class, not a module
+``__getattr__``, so a name of no tool (``crm.serach_records``) is refused by Python itself: the traceback ends at the
+script's line (a ``__getattr__`` added its own frame, ``raise AttributeError(...)``). A tree generated before keeps
+its ``__getattr__`` and works as before until its next ``generate-tree``."""
 
 
 def render_package_init(server: ServerEntry, tools: Sequence[ToolEntry]) -> str:
@@ -191,7 +200,7 @@ def render_package_init(server: ServerEntry, tools: Sequence[ToolEntry]) -> str:
     out += ["import sys as _sys", "from importlib import import_module as _import_module"]
     out += ["from types import ModuleType as _ModuleType", "from typing import TYPE_CHECKING as _TYPE_CHECKING", ""]
     functions = sorted(t.function for t in tools)
-    if functions:  # for type checkers; at run time `__getattr__` imports each
+    if functions:  # for type checkers; at run time `_Tool` imports each
         out += ["if _TYPE_CHECKING:", *(f"    from .{f} import {f}" for f in functions), ""]
     out += ["__all__ = ["] + [f"    {f!r}," for f in functions] + ["]"]
     return "\n".join(out) + LAZY_INIT

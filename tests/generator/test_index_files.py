@@ -3,6 +3,7 @@ from __future__ import annotations
 import importlib
 import json
 import sys
+import traceback
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -129,6 +130,20 @@ def test_importing_one_tool_of_a_package_imports_no_other_stub(lazy_package: str
     assert "b" in dir(package) and package.__all__ == ["a", "b", "c"]
     with pytest.raises(AttributeError, match="has no attribute 'd'"):
         package.d  # noqa: B018
+
+
+def test_a_name_of_no_tool_is_refused_at_the_callers_line_alone(lazy_package: str) -> None:
+    # Before: the package's module __getattr__ raised the AttributeError by hand, so a script's typo
+    # (crm.serach_records) showed a frame of servers/crm/__init__.py, `raise AttributeError(...)`, under its own line.
+    package = importlib.import_module(lazy_package)
+    with pytest.raises(AttributeError) as refused:
+        package.serach  # noqa: B018
+    assert [frame.filename for frame in traceback.extract_tb(refused.value.__traceback__)] == [__file__]
+    assert str(refused.value) == "module 'lazy_pkg' has no attribute 'serach'"
+    assert refused.value.name == "serach" and refused.value.obj is package  # what a "Did you mean" is made from
+    with pytest.raises(ImportError, match="cannot import name 'serach' from 'lazy_pkg'"):
+        exec(f"from {lazy_package} import serach", {})
+    assert package.a() == "a" and "a" in vars(package)  # a tool's function is still imported at its first use
 
 
 def test_a_tool_imported_through_its_stubs_module_is_still_the_packages_function(lazy_package: str) -> None:

@@ -102,6 +102,9 @@ def test_exec_names_the_tool_a_misspelled_stub_meant(
     said = "AttributeError: module 'servers.crm' has no attribute 'get_recrod'. Did you mean: 'get_record'?"
     assert printed["error"] == said
     assert printed["traceback"].endswith(said + "\n")
+    # The traceback ends at the script's line (before: under it, the package's `raise AttributeError(...)` in
+    # servers/crm/__init__.py, a frame of its __getattr__).
+    assert "__init__.py" not in printed["traceback"] and "line 2, in <module>" in printed["traceback"]
 
 
 SIGNATURE = "The stub, servers/crm/search_records.py: search_records(*, query: str, limit: int | NotGiven = NOT_GIVEN)"
