@@ -8,7 +8,7 @@ renderer writes, where nothing at module level runs except imports from ``typing
     \"\"\"docstring\"\"\"
     from __future__ import annotations
     from typing import ...                      (only names in TYPING_NAMES)
-    from tool_tree.runtime import ...           (ToolResult, NotGiven, NOT_GIVEN, call_tool, structured)
+    from tool_tree.runtime import ...           (ToolResult, NotGiven, NOT_GIVEN, NotRequired, call_tool, structured)
     class X(TypedDict): <annotated names>       (types made of known names, [], |, constants, ...)
     Y = TypedDict("Y", {"key": "type", ...})
     \"\"\"Y's docstring (optional: a plain string, only right after a functional TypedDict)\"\"\"
@@ -82,8 +82,8 @@ def check_stub(source: str, *, function: str, server: str, tool: str) -> str | N
 
 
 _FUTURE_IMPORTS = frozenset({"annotations"})
-_RUNTIME_IMPORTS = frozenset({"ToolResult", "NotGiven", "NOT_GIVEN", "call_tool", "structured"})
-_TYPE_IMPORTS = (TYPING_NAMES - {"cast"}) | {"ToolResult", "NotGiven"}
+_RUNTIME_IMPORTS = frozenset({"ToolResult", "NotGiven", "NOT_GIVEN", "NotRequired", "call_tool", "structured"})
+_TYPE_IMPORTS = (TYPING_NAMES - {"cast"}) | {"ToolResult", "NotGiven", "NotRequired"}
 """Imported names a type may refer to."""
 
 

@@ -18,10 +18,10 @@ MAX_LITERALS = 100
 MAX_UNION = 30
 """Members of one union; a wider one becomes ``Any``."""
 
-TYPING_NAMES = frozenset({"Any", "Literal", "NotRequired", "TypedDict", "cast"})
-"""Names a stub may import from ``typing``."""
+TYPING_NAMES = frozenset({"Any", "Literal", "TypedDict", "cast"})
+"""Names a stub may import from ``typing``: Python 3.10 has each (`NotRequired`, 3.11's, comes from the runtime)."""
 RUNTIME_NAMES = frozenset(
-    {"ToolResult", "ToolError", "ToolCallError", "call_tool", "structured", "NotGiven", "NOT_GIVEN"}
+    {"ToolResult", "ToolError", "ToolCallError", "call_tool", "structured", "NotGiven", "NOT_GIVEN", "NotRequired"}
 )
 """Names of ``tool_tree.runtime`` a stub may use (only some are imported)."""
 IMPORTABLE_NAMES = TYPING_NAMES | RUNTIME_NAMES

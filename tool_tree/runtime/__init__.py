@@ -42,12 +42,14 @@ from tool_tree.runtime._concurrency import parallel
 from tool_tree.runtime._not_given import NOT_GIVEN, NotGiven
 from tool_tree.runtime._result import Image, Resource, ResourceLink, ToolResult
 from tool_tree.runtime._structured import StructuredResult
+from tool_tree.runtime._typing import NotRequired
 
 __all__ = [
     "NOT_GIVEN",
     "Image",
     "NoTransportError",
     "NotGiven",
+    "NotRequired",
     "Resource",
     "ResourceLink",
     "StructuredResult",
