@@ -287,12 +287,33 @@ def folder_problem(option: str, path: str | Path, *, writable: bool = True, home
     if existing is None:  # not even '.': the working folder was deleted
         return f"{option}: cannot create {p}: the working folder no longer exists"
     if not existing.is_dir():
+        what = _kind_of(existing)
         if existing == p:
-            return f"{option}: {p} is a file, not a folder"
-        return f"{option}: cannot create {p}: {existing} is a file, not a folder"
+            return f"{option}: {p} is {what}, not a folder"
+        return f"{option}: cannot create {p}: {existing} is {what}, not a folder"
     if writable and not os.access(existing, os.W_OK | os.X_OK):
         return f"{option}: the folder {existing} is not writable"
     return None
+
+
+def _kind_of(path: Path) -> str:
+    """What ``path``, which is no folder, is (a link followed): "a file", or the special file it is. Before: a named
+    pipe or a socket given as `--workspace` was called "a file", which a user who lists it sees it is not."""
+    import stat
+
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return "a file"  # a dangling link, or gone meanwhile: as before
+    for test, what in (
+        (stat.S_ISFIFO, "a named pipe (FIFO)"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    ):
+        if test(mode):
+            return what
+    return "a file"
 
 
 def located(e: Exception, config: Config | None, *, given: Sequence[str] = ()) -> Exception:

@@ -8,6 +8,8 @@ import json
 import os
 import re
 import signal
+import socket
+import stat
 import subprocess
 import sys
 import threading
@@ -349,6 +351,25 @@ def test_exec_workspace_that_is_a_file_exits_2_and_keeps_the_file(
     assert main(["exec", "-c", "print(1)", "--tree", str(tmp_path), "--workspace", str(notes)]) == 2
     assert capsys.readouterr().err.strip() == f"tooltree: error: --workspace: {notes} is a file, not a folder"
     assert notes.read_text(encoding="utf-8") == "my important notes\n"
+
+
+@pytest.mark.parametrize("kind", ["fifo", "socket"])
+def test_exec_workspace_that_is_a_fifo_or_a_socket_says_what_it_is_and_leaves_it(
+    kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before: "is a file, not a folder", which `ls -l` (p…, s…) contradicts.
+    special = tmp_path / kind
+    if kind == "fifo":
+        os.mkfifo(special)
+    else:
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.bind(str(special))
+    what = {"fifo": "a named pipe (FIFO)", "socket": "a socket"}[kind]
+    for workspace, said in ((special, f"{special} is {what}"), (special / "ws", f"cannot create {special / 'ws'}: "
+                                                               f"{special} is {what}")):  # fmt: skip
+        assert main(["exec", "-c", "print(1)", "--tree", str(tmp_path), "--workspace", str(workspace)]) == 2
+        assert capsys.readouterr().err == f"tooltree: error: --workspace: {said}, not a folder\n"
+    assert (stat.S_ISFIFO if kind == "fifo" else stat.S_ISSOCK)(special.lstat().st_mode)
 
 
 @pytest.mark.parametrize("option", ["--workspace", "--images"])
