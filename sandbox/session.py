@@ -102,12 +102,15 @@ def _open_channel(backend: SandboxBackend, session_id: str) -> SupervisorChannel
     return channel
 
 
-def _skills_problem(folder: Path) -> str | None:
-    """Why ``folder`` cannot be restored because of its ``skills`` (None: it can).
+def _skills_file(folder: Path) -> str | None:
+    """The note for a ``folder`` whose ``skills`` is a file (None: it is not), which is then not restored.
 
     The sandbox makes ``skills/``, the folder of the functions scripts save, before the restore, which cannot then
-    put a file in its place. Before: "cannot restore 'skills': Is a directory … make it fit", at every start, for a
-    file a user named so or a script left there, with advice about the size."""
+    put a file in its place: the session starts without it, and its save keeps the file as ``skills.host`` (the
+    merge's rule for a host file where the sandbox has a folder), so the folder is whole again. Before: "could not
+    restore the workspace …: its skills is a file … rename the file", exit 4 at every start, which under ``serve``
+    only the user could mend, after a script had replaced ``skills/`` with a file (an earlier "cannot restore
+    'skills': Is a directory … make it fit" advised about the size)."""
     try:
         st = os.lstat(folder / "skills")
     except OSError:
@@ -115,9 +118,9 @@ def _skills_problem(folder: Path) -> str | None:
     if not stat.S_ISREG(st.st_mode):
         return None  # a folder is restored into; a link or special file never crosses
     return (
-        f"could not restore the workspace {folder}: its skills is a file, and the sandbox keeps the functions scripts "
-        f"save in a folder of that name (skills/); rename the file (or make it a folder) and start again. Nothing "
-        "in the workspace was changed"
+        "its skills is a file, and the sandbox keeps the functions scripts save in a folder of that name (skills/): "
+        "the file was not restored (the session started with a new skills/), and the save keeps it as it is, as "
+        "skills.host (skills.host-2, … when that name is taken)"
     )
 
 
@@ -336,14 +339,16 @@ class Sandbox(_Executions, _WorkspaceFiles):
         if self.workspace is not None:
             self._restored = RestoreRecord()
         if self.workspace is not None and self.workspace.is_dir():
-            if (problem := _skills_problem(self.workspace)) is not None:
-                self.kill()
-                raise WorkspaceError(problem)
             try:
                 # Not half of a save another session is merging into the folder (`restoring`).
                 with self._lock, restoring(self.workspace):  # an execute from another thread waits for all of it
                     self._restored = RestoreRecord.before_restore(self.workspace)
-                    batches = iter_restore_batches(self.workspace, max_bytes=self.config.workspace_bytes)
+                    skills = _skills_file(self.workspace)
+                    if skills is not None:  # neither sent nor recorded: to the save, the host's own file
+                        self._restored.entries.pop(b"skills", None)
+                    batches = iter_restore_batches(
+                        self.workspace, max_bytes=self.config.workspace_bytes, skip_top=skills is not None
+                    )
                     for method, params in self._restored.sent(batches):
                         channel.request(method, params, timeout=_OP_TIMEOUT)
             except SandboxError as e:
@@ -363,6 +368,8 @@ class Sandbox(_Executions, _WorkspaceFiles):
             except BaseException:  # interrupted (Ctrl-C): likewise, nothing saved and the container destroyed
                 self.kill()
                 raise
+            if skills is not None:
+                self._keep_notes(self.workspace, [skills])
 
     def _closed_meanwhile(self) -> bool:
         """``_closed`` read again (a method: after a check of it, mypy would take it as unchanged)."""

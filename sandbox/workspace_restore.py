@@ -31,6 +31,8 @@ more entries than a save accepts: that save fails, and says so."""
 RESERVED = {"servers": "the read-only tree of servers", WORK_FOLDER: "where saves are received"}
 """Top-level names that are never workspace content, and what tooltree holds there."""
 _RESERVED = frozenset(name.encode() for name in RESERVED)
+_SKILLS = frozenset({b"skills"})
+"""Left out of a restore where it is a file (the sandbox's ``skills/`` is made before the restore)."""
 
 
 @contextlib.contextmanager
@@ -55,17 +57,18 @@ def restoring(dest: Path) -> Iterator[None]:
 
 
 def iter_restore_batches(
-    root: Path, *, max_bytes: int, max_entries: int = MAX_ENTRIES
+    root: Path, *, max_bytes: int, max_entries: int = MAX_ENTRIES, skip_top: bool = False
 ) -> Iterator[tuple[str, dict[str, Any]]]:
     """``(method, params)`` requests that recreate ``root``'s folders and regular files, each under `BATCH_BYTES`.
 
-    Links and special files are left out (never followed).
+    Links and special files are left out (never followed); ``skip_top``: a top-level ``skills``, a file, too.
 
     Raises:
         WorkspaceError: the folder is over a cap, holds a path that cannot cross, or cannot be read
             (the message says which, relative to ``root``).
     """
-    reader = TreeReader(root, skip=_RESERVED, skip_any=HOST_ONLY_NAMES, max_bytes=max_bytes, max_entries=max_entries)
+    skip = _RESERVED | _SKILLS if skip_top else _RESERVED
+    reader = TreeReader(root, skip=skip, skip_any=HOST_ONLY_NAMES, max_bytes=max_bytes, max_entries=max_entries)
     try:
         # Over the caps by the files' sizes: refused before any file is read (before: a 10 GB sparse file was read
         # and sent, 256 MB in about 4 s, until the sandbox's disk refused it).

@@ -1,7 +1,8 @@
-"""A workspace folder whose ``skills`` is a file (a user's notes named so, or what a script left there) cannot be
-restored, because the sandbox keeps its saved functions in ``skills/``; `tooltree exec` says so and what to do.
-Before: "cannot restore 'skills': Is a directory. Nothing in it was changed; make it fit (at most 32768 files and
-folders, 256m of data …)", at every start, advice about the size that fixed nothing.
+"""A workspace folder whose ``skills`` is a file (a user's notes named so, or what a script left there) still starts
+sessions: the file is not restored (the sandbox keeps its saved functions in ``skills/``), `tooltree exec` says so,
+and the save keeps the file as ``skills.host``, so the folder is whole again and nothing is lost.
+Before: exit 4 at every start ("its skills is a file … rename the file"), which under ``serve`` a model could not
+mend, only the user; earlier still: "cannot restore 'skills': Is a directory … make it fit", advice about the size.
 
 Real parts: the sample servers' tree, a real sandbox container.
 """
@@ -28,7 +29,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 
 @pytest.mark.docker
-def test_a_skills_file_left_by_a_script_is_named_with_what_to_do_and_nothing_is_changed(
+def test_a_skills_file_left_by_a_script_is_kept_as_skills_host_and_sessions_start(
     docker_engine: EngineWithCLI, project: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     config, tree = project
@@ -40,17 +41,22 @@ def test_a_skills_file_left_by_a_script_is_named_with_what_to_do_and_nothing_is_
     assert (workspace / "skills").read_text(encoding="utf-8") == "not a folder"
     capsys.readouterr()
 
-    assert main([*argv, "print('ran')"]) == 4
+    look = "import os\nprint(sorted(os.listdir()), sorted(os.listdir('skills')))"
+    assert main([*argv, look]) == 0
     out, err = capsys.readouterr()
-    assert out == ""
-    assert err.splitlines() == [
-        f"tooltree: error: the sandbox failed: could not restore the workspace {workspace}: its skills is a file, "
-        "and the sandbox keeps the functions scripts save in a folder of that name (skills/); rename the file (or "
-        "make it a folder) and start again. Nothing in the workspace was changed"
-    ]
-    assert sorted(p.name for p in workspace.iterdir()) == ["skills"]
+    assert out == "['servers', 'skills'] ['SKILL.md', '__init__.py']\n"
+    notes = [line for line in err.splitlines() if line.startswith("tooltree: workspace: ")]
+    assert notes[0] == (
+        "tooltree: workspace: its skills is a file, and the sandbox keeps the functions scripts save in a folder of "
+        "that name (skills/): the file was not restored (the session started with a new skills/), and the save "
+        "keeps it as it is, as skills.host (skills.host-2, … when that name is taken)"
+    )
+    assert any("skills.host" in note for note in notes[1:]), err
+    assert (workspace / "skills").is_dir()
+    assert (workspace / "skills.host").read_text(encoding="utf-8") == "not a folder"
 
-    (workspace / "skills").rename(workspace / "skills.txt")  # as it says
     assert main([*argv, "import os\nprint(sorted(os.listdir()))"]) == 0
-    assert capsys.readouterr().out == "['servers', 'skills', 'skills.txt']\n"
-    assert (workspace / "skills.txt").read_text(encoding="utf-8") == "not a folder"
+    out, err = capsys.readouterr()
+    assert out == "['servers', 'skills', 'skills.host']\n"
+    assert "skills" not in err
+    assert (workspace / "skills.host").read_text(encoding="utf-8") == "not a folder"
