@@ -138,6 +138,8 @@ class ClientSession:
         self.runtime = runtime
         self._saves = saves or threading.Lock()  # the registry's: one workspace save at a time
         self._failed_save: _FailedSave | None = None
+        self._notes_told: tuple[Sandbox, int] | None = None
+        """The sandbox whose workspace notes were told, and how many of them (`_save_workspace`)."""
         self.last_used = time.monotonic()
         self.busy = 0
         self.gone_since: float | None = None
@@ -432,7 +434,9 @@ class ClientSession:
         failed = self._failed_save if self._failed_save is not None and self._failed_save.sandbox is sandbox else None
         if failed is not None and not failed.retry:
             return outcome
-        said = sandbox.workspace_notes_total
+        # A note of its start (a `skills` file kept aside) is told with the first script's result. Before: only the
+        # notes of this save were, and the model never learnt of the others.
+        said = self._notes_told[1] if self._notes_told is not None and self._notes_told[0] is sandbox else 0
         # A script that outlived its session (cancelled, then its client left) leaves the save to the session's end,
         # which stopped it first. Before: its save found the sandbox closed, and serve warned that the save failed
         # and that each later script would try again.
@@ -448,6 +452,7 @@ class ClientSession:
         else:
             self._failed_save = None
             given = sandbox.workspace_notes_total - said  # the sandbox keeps the latest `NOTES_KEPT` of them
+            self._notes_told = (sandbox, sandbox.workspace_notes_total)
             notes = sandbox.workspace_notes[-given:] if given else []
             more = given - len(notes)
             if failed is not None:

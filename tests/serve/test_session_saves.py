@@ -129,3 +129,26 @@ def test_a_script_that_ends_after_its_session_closed_says_nothing_of_a_failed_sa
     assert result.content == outcome().content
     assert sandbox.saves == 1
     assert not [r for r in caplog.records if "could not save" in r.getMessage()]
+
+
+class StartNotedSandbox(RecordingSandbox):
+    """A sandbox whose start kept a note (its folder's ``skills`` was a file) and whose saves add one each."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.workspace_notes = ["its skills is a file: kept as skills.host"]
+        self.workspace_notes_total = 1
+
+    def save_workspace_if_changed(self) -> bool:
+        self.workspace_notes = [*self.workspace_notes, f"save {self.saves + 1}"]
+        self.workspace_notes_total += 1
+        return super().save_workspace_if_changed()
+
+
+def test_a_note_of_the_sessions_start_is_told_with_its_first_scripts_result_and_each_note_once() -> None:
+    # Before: the notes counted at each save's start were taken as told, so the start's never reached the model.
+    session = ClientSession("k", SlowClosingRuntime(StartNotedSandbox()))  # type: ignore[arg-type]
+    first = session._save_workspace(outcome()).content[-1]["text"]
+    assert "its skills is a file: kept as skills.host" in first and "save 1" in first
+    second = session._save_workspace(outcome()).content[-1]["text"]
+    assert "save 2" in second and "skills" not in second and "save 1" not in second
