@@ -55,6 +55,7 @@ from agent.serve.upstream_asks import SCRIPT_ASKS, ClientAsks
 from agent.serve.upstream_extras import ExtrasServer, UpstreamExtras, install
 from agent.serve.upstream_progress import UpstreamProgress
 from agent.toolsets.code import TOOLS
+from agent.toolsets.script_running import running_said
 from tool_tree.held_values import HeldValues
 from tool_tree.starts import StartGate, start_jobs
 
@@ -388,8 +389,8 @@ class ToolServer(_ServedTree):
             # The calls it waits on, and the last line it printed. After a wait the progress goes on from it (it must
             # only grow), and so does the total.
             since = time.monotonic() - arrived - seconds if waited else 0
-            said = "; ".join(filter(None, [waiting, f"last printed: {printed}" if printed else None])) or None
-            await progress(seconds, round(self.sandbox_config.timeout + since, 1), said, after=since)
+            total, message = round(self.sandbox_config.timeout + since, 1), running_said(seconds, waiting, printed)
+            await ctx.session.report_progress(round(since + seconds, 1), total=total, message=message)
 
         try:
             async with self.registry.use(key) as session:

@@ -1,7 +1,8 @@
 """What the script `CodeToolset` runs now is doing, for its user while it runs (`tooltree agent` says it on a
 terminal, `tooltree_cli.agent_live`): how long it has run, the tool calls it waits on and the last line it printed,
 as `tooltree serve`'s progress says them (`sandbox.Sandbox.calls_waiting`, ``last_printed``; `sandbox.calls.WAIT_SAID`).
-Before, a run showed nothing while a script ran, as if it hung."""
+Before, a run showed nothing while a script ran, as if it hung. Both say it in the words of `running_said`, one sentence
+built in one place (before, serve's progress joined its own copy of it)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,14 @@ from sandbox.calls import WAIT_SAID
 
 if TYPE_CHECKING:
     from sandbox import Sandbox
+
+
+def running_said(seconds: float, waiting: str | None, printed: str | None) -> str:
+    """``running for 12 s; waiting on crm.search_leads for 10 s; last printed: fetching 500 leads``: a script that has
+    run ``seconds``, the tool calls it waits on (`sandbox.calls.Waiting.said`; None: none said) and the last line it
+    printed (None or "": none yet), as `tooltree serve`'s progress and `tooltree agent`'s lines say it."""
+    parts = [f"running for {seconds:.0f} s", waiting, f"last printed: {printed}" if printed else None]
+    return "; ".join(part for part in parts if part)
 
 
 class RunningScript:
@@ -45,5 +54,4 @@ class RunningScript:
             return None
         sandbox = now[1]
         waiting, printed = sandbox.calls_waiting(at_least=WAIT_SAID), sandbox.last_printed()
-        parts = [f"running for {seconds:.0f} s", waiting.said() if waiting is not None else None]
-        return "; ".join(filter(None, [*parts, f"last printed: {printed}" if printed else None]))
+        return running_said(seconds, waiting.said() if waiting is not None else None, printed)
