@@ -21,6 +21,7 @@ import threading
 from types import FrameType, TracebackType
 from typing import TYPE_CHECKING, Any, TextIO
 
+from tooltree_cli import agent_view
 from tooltree_cli.exec_live import WAIT_NOTE_EVERY
 from tooltree_cli.output import terminal_label
 
@@ -90,17 +91,19 @@ class ScriptNotes:
         """Say what the running script does when it has run another `NOTE_EVERY` seconds since the last line said it
         (the first at `NOTE_EVERY`): the thread's loop calls it every `POLL` seconds. Before, the thread looked every
         `NOTE_EVERY` seconds from the run's start, so a script's first line came 5 to 10 s into it, and a script of
-        6 s could have none."""
+        6 s could have none. The script is looked at and its line printed under the live view's lock
+        (`agent_view.LIVE_LINES`): its call's finished line, printed once the script has ended, comes after."""
         toolset = self._agent.toolset
         if toolset.script_running() is None:
             self._lines = 0  # the next script's first line comes at NOTE_EVERY
             return
-        said = toolset.script_running(at_least=(self._lines + 1) * NOTE_EVERY)
-        if said is None or self._done.is_set():
-            return
-        self._lines += 1
-        with contextlib.suppress(OSError, ValueError):  # a terminal gone: the run goes on (`_live_line`)
-            print(f"  {SCRIPT_TOOL} {terminal_label(said, NOTE_CHARS)}", file=self._stream, flush=True)
+        with agent_view.LIVE_LINES:
+            said = toolset.script_running(at_least=(self._lines + 1) * NOTE_EVERY)
+            if said is None or self._done.is_set():
+                return
+            self._lines += 1
+            with contextlib.suppress(OSError, ValueError):  # a terminal gone: the run goes on (`_live_line`)
+                print(f"  {SCRIPT_TOOL} {terminal_label(said, NOTE_CHARS)}", file=self._stream, flush=True)
 
 
 def _is_terminal(stream: TextIO) -> bool:

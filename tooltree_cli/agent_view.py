@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -56,6 +57,10 @@ PRICE_LABELS = {
     "output_tokens": "output",
 }
 """How the ``--compare`` table's note names each count `agent.summary.PRICE_RATIOS` weighs."""
+LIVE_LINES = threading.Lock()
+"""Held while a line of the live view is printed, and while `tooltree_cli.agent_live` looks at a running script and
+says what it does: a script's line can never come after its call's finished line (before, the notes' thread could
+find the script running, then print after the call's line)."""
 
 
 @dataclass(frozen=True)
@@ -120,7 +125,7 @@ def _live_line(line: str) -> None:
     """Print a line of the live view on stderr. A stderr that can no longer be written (a terminal that closed: EIO,
     in the moment before its SIGHUP arrives; a pipe whose reader left: EPIPE) ends the view, not the run: before, the
     failed write ended it as an unexpected error (exit 70)."""
-    with contextlib.suppress(OSError):
+    with LIVE_LINES, contextlib.suppress(OSError):
         print(line, file=sys.stderr, flush=True)
 
 

@@ -12,14 +12,16 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 from types import SimpleNamespace
 
 import pytest
 
+from agent.events import ToolFinished
 from agent.testing import FakeMessagesAPI, reply, tool_use
 from tests.agent.conftest import Project
-from tooltree_cli import agent_live
+from tooltree_cli import agent_live, agent_view
 from tooltree_cli.main import main
 
 WAIT = 90.0
@@ -137,3 +139,53 @@ def test_each_script_says_what_it_does_once_per_note_every_from_its_own_start() 
         f"  execute_python running for {2 * every:.0f} s",
         f"  execute_python running for {every:.0f} s",  # the next script's first, at its own 5 s
     ]
+
+
+class _Contended:
+    """The live view's lock, setting ``tried`` when a thread comes to take it while another holds it."""
+
+    def __init__(self, tried: threading.Event) -> None:
+        self._lock, self._tried = threading.Lock(), tried
+
+    def __enter__(self) -> None:
+        if not self._lock.acquire(blocking=False):
+            self._tried.set()
+            self._lock.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
+
+
+def test_a_running_scripts_line_never_comes_after_its_calls_finished_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Before: the notes' thread found the script running, the script ended and its call's finished line was printed,
+    # then the notes' thread printed its line, below the finished one. Here the script ends, and the loop prints the
+    # finished line on its own thread, just after the notes' thread looked: the two lines come in the order they
+    # happened.
+    terminal, printed_or_waiting = _Terminal(), threading.Event()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    monkeypatch.setattr(agent_view, "LIVE_LINES", _Contended(printed_or_waiting))
+    finished = ToolFinished(1, "execute_python", "", False, 5.2, 0, 10, 10)
+
+    def end_the_call() -> None:
+        agent_view.live_view(finished)
+        printed_or_waiting.set()
+
+    loop = threading.Thread(target=end_the_call, daemon=True)
+
+    class Toolset(_Toolset):
+        def script_running(self, at_least: float = 0.0) -> str | None:
+            said = super().script_running(at_least)
+            if at_least and said is not None:  # the notes' look at it: the script ends just after
+                self.seconds = None
+                loop.start()
+                assert printed_or_waiting.wait(WAIT)  # the finished line printed (before), or waiting for the lock
+            return said
+
+    toolset = Toolset()
+    notes = agent_live.ScriptNotes(SimpleNamespace(toolset=toolset), stream=terminal)  # type: ignore[arg-type]
+    toolset.seconds = agent_live.NOTE_EVERY
+    notes.tick()
+    loop.join(WAIT)
+    lines = terminal.getvalue().splitlines()
+    assert lines == [f"  execute_python running for {agent_live.NOTE_EVERY:.0f} s", lines[1]], lines
+    assert lines[1].startswith("  execute_python [ok] · "), lines
