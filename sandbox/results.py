@@ -396,7 +396,9 @@ def reported_count(value: Any) -> int | None:
 
 
 def preview(stream: Any, limit: int, name: str, outputs: Any = None, lost: str = "") -> tuple[str, bool, str | None]:
-    """A stream, whole or its head and tail around a note of where it is saved (``outputs``) or why not (``lost``)."""
+    """A stream, whole or its head and tail around a note of where it is saved (``outputs``) or why not (``lost``),
+    one blank line either side of the note: a head that ends a line, or a tail that starts one, is not given a second
+    (before: a script printing 200,000 lines showed two blank lines above the note)."""
     if not isinstance(stream, dict):
         return "", False, None
     half = limit // 2 + 1
@@ -418,6 +420,7 @@ def preview(stream: Any, limit: int, name: str, outputs: Any = None, lost: str =
         dropped = reported_count(outputs.get("dropped")) or 0
         gone = f" ({dropped:,} older one{'s' if dropped != 1 else ''} deleted)" if dropped > 0 else ""
         kept = f"; saved outputs keep the newest {_amount(budget)}{gone}"
+    head, tail = head.removesuffix("\n"), tail.removeprefix("\n")
     return f"{head}\n\n[... {name} cut{size}{kept}; {where} ...]\n\n{tail}", True, path
 
 

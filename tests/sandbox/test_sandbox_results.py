@@ -92,6 +92,22 @@ def test_truncated_output_shows_head_tail_and_the_file_with_everything() -> None
     assert result.stdout == f"{'H' * 50}\n\n{note}\n\n{'T' * 50}"
 
 
+def test_a_cut_output_of_whole_lines_has_one_blank_line_either_side_of_its_note() -> None:
+    # Before: a script printing 200,000 lines showed its head's last line, two blank lines, then the note.
+    lines = "".join(f"row {i:06d}\n" for i in range(200_000))
+    path = "/workspace/.tooltree/outputs/3-0a1b2c-stdout.txt"
+    stream = {"head": lines[:44], "tail": lines[-44:], "truncated": True, "bytes": len(lines), "path": path}
+    result = parse_execution(report(stdout=stream), max_chars=88, duration=0.1, tool_calls=[])
+    note = f"[... stdout cut: {len(lines):,} bytes in all; the whole stdout is in {path} ...]"
+    assert result.stdout.split("\n") == [
+        "row 000000", "row 000001", "row 000002", "row 000003", "", note, "",
+        "row 199996", "row 199997", "row 199998", "row 199999", "",
+    ]  # fmt: skip
+    stream = {**stream, "head": "row 000000\nrow 00", "tail": "\nrow 199999\n"}  # a tail that starts a line
+    result = parse_execution(report(stdout=stream), max_chars=88, duration=0.1, tool_calls=[])
+    assert result.stdout == f"row 000000\nrow 00\n\n{note}\n\nrow 199999\n"
+
+
 def test_the_note_of_a_cut_output_says_the_saved_outputs_keep_the_newest() -> None:
     # Before: nothing said so; saved outputs are deleted oldest first to stay within their budget.
     stream = {
