@@ -436,7 +436,11 @@ def _images(raw: Any) -> tuple[list[ShownImage], list[str]]:
     notes: list[str] = []
     budget = ImageBudget()
     for item in raw[:MAX_IMAGES] if isinstance(raw, list) else []:
-        data = budget.take(item.get("data"), item.get("mime")) if isinstance(item, dict) else "[a malformed image]"
+        data = (
+            budget.take(item.get("data"), item.get("mime"))
+            if isinstance(item, dict)
+            else "[a malformed shown image was left out]"
+        )
         if isinstance(data, ShownImage):
             images.append(data)
         elif isinstance(data, str):

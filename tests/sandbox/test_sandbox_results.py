@@ -166,7 +166,7 @@ def test_images_must_be_strict_base64_of_an_image_type_and_are_of_the_type_their
         "[a shown image whose data is not valid base64 was left out]",
         "[a shown image of type image/svg+xml that is not PNG, JPEG, GIF or WebP was left out]",
         "[a shown image whose bytes are not image/png was left out]",
-        "[a malformed image]",
+        "[a malformed shown image was left out]",  # before: "[a malformed image]", not saying so
     ]
 
 
