@@ -168,8 +168,10 @@ def run(args: argparse.Namespace) -> int:
     from tooltree_cli.logs import upstream_failures
 
     upstream_failures(shown=False)  # a failing server is in the tool results the live view shows
-    if not args.dry_run and not os.environ.get(API_KEY_ENV):
-        error(f"{API_KEY_ENV} is not set; export your Anthropic API key to run the agent")
+    no_key = f"{API_KEY_ENV} is not set; export your Anthropic API key to run the agent"
+    no_key = no_key if not args.dry_run and not os.environ.get(API_KEY_ENV) else ""
+    if no_key and args.task == "-":  # before standard input is read: a task typed there would be lost
+        error(no_key)
         return EXIT_USAGE
     task, unreadable = _read_task(args.task)
     if unreadable:
@@ -210,6 +212,9 @@ def run(args: argparse.Namespace) -> int:
             if (problem := file_problem("--transcript", path, makes_folders=True)) is not None:
                 error(problem)
                 return EXIT_USAGE
+    if no_key:  # after the command line's own mistakes (before: said first, also of an empty task)
+        error(no_key)
+        return EXIT_USAGE
     try:
         with signals_stop_like_ctrl_c():  # from the config on: the agents are made, then run
             return _set_up_and_run(args, task, modes)

@@ -8,6 +8,7 @@ import json
 import os
 import re
 import signal
+import sys
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,24 @@ def test_without_an_api_key_it_says_so_in_one_line(
     assert main(argv(project)) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "ANTHROPIC_API_KEY is not set" in err[0]
+
+
+def test_without_an_api_key_a_mistake_in_the_command_line_is_said_first(
+    project: Project, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before: "ANTHROPIC_API_KEY is not set" for `tooltree agent ""`; once the key was set, "the task is empty".
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    assert main(["agent", "", "--config", str(project.config_path), "--tree", str(project.tree)]) == 2
+    assert capsys.readouterr().err == "tooltree: error: the task is empty\n"
+    assert main([*argv(project), "--compare", "code,code"]) == 2
+    assert (
+        capsys.readouterr().err
+        == "tooltree: error: --compare takes distinct modes (e.g. code,direct) and replaces --mode\n"
+    )
+    # A task to read from standard input: the key is said before it is read (a task typed there would be lost).
+    monkeypatch.setattr(sys, "stdin", None)  # read, it would raise
+    assert main(["agent", "-", "--config", str(project.config_path), "--tree", str(project.tree)]) == 2
+    assert "ANTHROPIC_API_KEY is not set" in capsys.readouterr().err
 
 
 def test_a_run_shows_a_live_view_and_prints_the_summary_as_json(
