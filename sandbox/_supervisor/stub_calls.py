@@ -9,8 +9,8 @@ added, with its parameters' types as the stub writes them:
     TypeError: search_records() got an unexpected keyword argument 'querry'. Did you mean: 'query'? The stub,
     servers/crm/search_records.py: search_records(*, object_type: Literal['lead', 'contact'], query: str, ...)
 
-A ``ToolResult`` (or ``StructuredResult``) awaited, or given to ``asyncio.gather``, says that stubs are synchronous: the
-call ran, and returned it.
+A ``ToolResult`` (or ``StructuredResult``) awaited, given to ``asyncio.gather`` or to ``asyncio.run`` (a ValueError: 'a
+coroutine was expected, got ToolResult(...)'), says that stubs are synchronous: the call ran, and returned it.
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def _is_result(value: object) -> bool:
     return kind.__name__ in ("ToolResult", "StructuredResult") and kind.__module__.startswith("tool_tree.runtime")
 
 
-def _results_given_to_asyncio(exc: TypeError) -> bool:
+def _results_given_to_asyncio(exc: BaseException) -> bool:
     """Whether asyncio refused a stub's result where it wanted an awaitable (``asyncio.gather`` of stub calls hashes
     them first: 'unhashable type: 'list'', since a `ToolResult` holds lists)."""
     tb = exc.__traceback__
@@ -101,6 +101,14 @@ def _results_given_to_asyncio(exc: TypeError) -> bool:
                     return True
         tb = tb.tb_next
     return False
+
+
+def result_given_to_asyncio(exc: ValueError) -> str:
+    """What to add to the message of ``exc``, a ValueError, when asyncio refused a stub's result where it wanted a
+    coroutine (``asyncio.run(search_records(...))``: 'a coroutine was expected, got ToolResult(...)'); else ""."""
+    if not _results_given_to_asyncio(exc):
+        return ""
+    return ". Stubs are synchronous: call them without await or asyncio (the call ran: asyncio was given its result)"
 
 
 def stub_call_refused(exc: TypeError, text: str) -> str:

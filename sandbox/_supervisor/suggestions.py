@@ -10,7 +10,8 @@ and are measured as it measures them (`names_near`). Besides what 3.12 says, in 
 - a server's package in the tree (``servers.<server>``) names the README that lists its tools when no tool is close;
 - a name not defined that is a tool of the tree says where to import it from (``from servers.crm import
   search_records``);
-- a TypeError refusing a call of a stub names the stub (`stub_calls`).
+- a TypeError refusing a call of a stub names the stub, and a stub's result given to asyncio says that stubs are
+  synchronous (`stub_calls`).
 
 Only what is already loaded is looked at: nothing is imported to suggest a name.
 """
@@ -27,7 +28,7 @@ import types
 from collections.abc import Iterable
 
 from .names_near import closest
-from .stub_calls import stub_call_refused
+from .stub_calls import result_given_to_asyncio, stub_call_refused
 
 _MODULE_ATTRIBUTE = re.compile(r"module '([\w.]+)' has no attribute '(\w+)'")
 _CANNOT_IMPORT = re.compile(r"cannot import name '(\w+)' from '([\w.]+)'")
@@ -133,13 +134,16 @@ def _import_error(exc: ImportError) -> str:
 
 def suggestion(exc: BaseException, text: str = "") -> str:
     """What to add to the message ``text`` of ``exc`` (from ". Did you mean: 'x'?"), or "" when nothing is near
-    enough; a TypeError refusing a call of a stub gets the stub (`stub_calls`).
+    enough; a TypeError refusing a call of a stub gets the stub, and a ValueError of asyncio's refusing a stub's result
+    says that stubs are synchronous (`stub_calls`).
 
     A suggestion is a courtesy: whatever a script's objects raise while their names are read (a ``__dir__`` or a
     property that fails) leaves the error as it was."""
     try:
         if isinstance(exc, TypeError):
             return stub_call_refused(exc, text)
+        if isinstance(exc, ValueError):
+            return result_given_to_asyncio(exc)
         if ". Did you " in text:  # its Python's `traceback` gave one (3.12 on)
             return ""
         if isinstance(exc, NameError):

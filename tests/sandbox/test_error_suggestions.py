@@ -190,3 +190,28 @@ def test_stub_calls_given_to_asyncio_gather_say_stubs_are_synchronous_and_that_t
         "once with parallel(lambda: ..., lambda: ...) (the calls ran: asyncio was given their results)"
     )
     assert calls == ["acme", "globex"]
+
+
+def test_a_stub_call_given_to_asyncio_run_says_stubs_are_synchronous_and_that_the_call_ran(
+    docker_engine: EngineWithCLI, test_config: SandboxConfig, crm_tree: Path
+) -> None:
+    # Before: 'ValueError: a coroutine was expected, got ToolResult(...)' alone: nothing said that the call had run,
+    # nor that a stub is called without asyncio.
+    backend = DockerBackend(test_config, tree=crm_tree, docker=docker_engine)
+    backend.prepare()
+    calls: list[str] = []
+
+    def tool(server: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        calls.append(arguments["query"])
+        return {"content": [{"type": "text", "text": "[]"}]}
+
+    code = "import asyncio\nfrom servers.crm import search_records\nrows = asyncio.run(search_records(query='acme'))"
+    with Sandbox(backend, tools=tool) as sb:
+        result = sb.execute(code)
+        other = sb.execute("raise ValueError('a coroutine was expected, got ToolResult()')")  # a script's own
+    assert result.error is not None and result.error.startswith("ValueError: a coroutine was expected, got ToolResult(")
+    assert result.error.endswith(
+        "). Stubs are synchronous: call them without await or asyncio (the call ran: asyncio was given its result)"
+    ), result.error
+    assert calls == ["acme"]
+    assert other.error == "ValueError: a coroutine was expected, got ToolResult()"
