@@ -48,7 +48,7 @@ from sandbox.results import (
     note_label,
 )
 from tool_tree.answer_items import total
-from tool_tree.text import is_text_type, size, text_of_blob
+from tool_tree.text import counted, is_text_type, size, text_of_blob
 
 LEDGER_LINES = 8
 LEDGER_GROUPS = 20
@@ -171,9 +171,11 @@ def mcp_result_blocks(result: dict[str, Any], max_chars: int = MAX_RESULT_CHARS)
         if cut:
             notes.append(f"the structured content is longer than {max_chars:,} characters: its start is shown")
     if images.past:
-        notes.append(f"{images.past:,} images past the first {MAX_IMAGES} were left out")
+        were = "was" if images.past == 1 else "were"
+        notes.append(f"{counted(images.past, 'image')} past the first {MAX_IMAGES} {were} left out")
     if (sent := total(result, "content")) > MAX_BLOCKS:  # those the pool left out counted (`tool_tree.answer_items`)
-        notes.append(f"{sent - MAX_BLOCKS:,} content blocks past the first {MAX_BLOCKS:,} were left out")
+        were = "was" if sent - MAX_BLOCKS == 1 else "were"
+        notes.append(f"{counted(sent - MAX_BLOCKS, 'content block')} past the first {MAX_BLOCKS:,} {were} left out")
     out = _fit_text(parts, max_chars)
     if notes:
         out.append(text_block(f"[{'; '.join(notes)}. Ask the tool for less: a filter, a page, fewer fields.]"))
@@ -368,7 +370,8 @@ def ledger(calls: Sequence[ToolCallRecord], omitted: int = 0, shown: str | None 
         lines.append(f"  {name} ×{len(group)}: {status} ({size(sum(c.response_bytes for c in group))})")
     if rest := named[LEDGER_GROUPS:]:
         failures = sum(1 for _, group in rest for c in group if not c.ok)
-        lines.append(f"  … {len(rest)} more tools, {sum(len(g) for _, g in rest)} calls ({failures} failed)")
+        made = counted(sum(len(g) for _, g in rest), "call")
+        lines.append(f"  … {counted(len(rest), 'more tool', 'more tools')}, {made} ({failures} failed)")
     return "\n".join(lines + more)
 
 

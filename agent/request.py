@@ -23,6 +23,8 @@ from dataclasses import asdict
 from time import monotonic
 from typing import TYPE_CHECKING, Any
 
+from tool_tree.text import counted
+
 if TYPE_CHECKING:
     import anthropic
 
@@ -430,9 +432,13 @@ def api_advice(e: Any, *, model: str, retries: int) -> str:
             f"the API asks to wait {after:,.0f} s before trying again (not retried: longer than {MAX_RETRY_AFTER:g} s)"
         )
     if status == 429:
-        return f"still rate-limited after {retries} retries: wait a minute, then run the task again"
+        return (
+            f"still rate-limited after {counted(retries, 'retry', 'retries')}: wait a minute, then run the task again"
+        )
     if status in (500, 502, 503, 504, 529) or error_type(e) in RETRYABLE_STREAM_ERRORS:
-        return f"the API is failing or overloaded (after {retries} retries): run the task again later"
+        return (
+            f"the API is failing or overloaded (after {counted(retries, 'retry', 'retries')}): run the task again later"
+        )
     return ""
 
 

@@ -33,6 +33,7 @@ from sandbox.errors import EngineError, SandboxError, SessionError
 from sandbox.session import Sandbox, open_channel
 from sandbox.session_args import count as counted
 from sandbox.session_args import wait_seconds
+from tool_tree.text import counted as said_count
 from tool_tree.text import shown
 
 logger = logging.getLogger(__name__)
@@ -254,7 +255,8 @@ class SandboxPool:
                     raise SessionError(f"no pooled sandbox can start: {warm.last_error}")
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    raise SessionError(f"the pool did not warm {want} sandboxes in {timeout:g} s: {warm.last_error}")
+                    warmed = said_count(want, "sandbox", "sandboxes")
+                    raise SessionError(f"the pool did not warm {warmed} in {timeout:g} s: {warm.last_error}")
                 warm.cond.wait(remaining)
 
     def _take(self, timeout: float) -> SupervisorChannel:

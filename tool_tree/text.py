@@ -197,6 +197,12 @@ def summary_line(text: str, limit: int = 160) -> str:
     return first
 
 
+def counted(n: int, noun: str, nouns: str = "") -> str:
+    """``n`` things as people say them: ``1 image``, ``9 images``, ``1,000 content blocks`` (``nouns``: the plural,
+    when it is not ``noun`` and an s). Before, a count said alone in the plural gave "1 images past the first 8"."""
+    return f"{n:,} {noun if n == 1 else nouns or noun + 's'}"
+
+
 def size(n: int) -> str:
     """A byte count as people read it: ``1234567`` → ``1.2 MB``."""
     for unit, scale in (("MB", 1 << 20), ("KB", 1 << 10)):

@@ -21,6 +21,7 @@ from agent.errors import AgentSetupError
 from agent.prefilter.base import Attempt, CatalogTool, FilterError, Verdicts, current_attempt
 from agent.request import EPHEMERAL, MAX_RETRY_AFTER, retry_after, retry_wait, status_text
 from agent.summary import TokenUsage
+from tool_tree.text import counted
 
 if TYPE_CHECKING:
     import anthropic
@@ -201,8 +202,8 @@ class ClaudeFilter:
         which no command-line option or ``agent:`` setting can."""
         what = f"the pre-filter model's answer was cut off at max_tokens ({self.max_tokens or verdict_budget(tools):,})"
         if self.max_tokens:
-            return f"{what}; give ClaudeFilter(max_tokens=...) more for a catalog of {tools:,} tools"
-        return (f"{what}, the most it is given for a catalog of {tools:,} tools ({VERDICT_TOKENS} per tool, "
+            return f"{what}; give ClaudeFilter(max_tokens=...) more for a catalog of {counted(tools, 'tool')}"
+        return (f"{what}, the most it is given for a catalog of {counted(tools, 'tool')} ({VERDICT_TOKENS} per tool, "
                 f"{MIN_MAX_TOKENS:,} to {MAX_MAX_TOKENS:,}); use --prefilter local (agent.prefilter: local) for this "
                 "tree, or from Python a ClaudeFilter(max_tokens=...) with more")  # fmt: skip
 

@@ -33,6 +33,7 @@ from agent.serve.content import error_result
 from sandbox._supervisor.limits import MAX_IMAGES
 from sandbox.results import IMAGE_TYPES, ImageBudget, clean_text, note_label
 from tool_tree.answer_items import LEFT_OUT, total
+from tool_tree.text import counted
 
 
 def failed(message: str, max_chars: int) -> types.CallToolResult:
@@ -226,13 +227,13 @@ def capped(result: Any, max_chars: int) -> dict[str, Any] | None:
     if budget.text_total > budget.text_shown:
         notes.append(f"{budget.text_total - budget.text_shown:,} of {budget.text_total:,} characters of text cut")
     if images.past:
-        notes.append(f"{images.past:,} images past the first {MAX_IMAGES} left out")
+        notes.append(f"{counted(images.past, 'image')} past the first {MAX_IMAGES} left out")
     if (sent := total(result, "content")) > MAX_BLOCKS:  # those the pool left out counted (`tool_tree.answer_items`)
-        notes.append(f"{sent - MAX_BLOCKS:,} content blocks past the first {MAX_BLOCKS:,} left out")
+        notes.append(f"{counted(sent - MAX_BLOCKS, 'content block')} past the first {MAX_BLOCKS:,} left out")
     if budget.left_out:
-        notes.append(f"{budget.left_out:,} content blocks left out (malformed, or too long for what was left)")
+        notes.append(f"{counted(budget.left_out, 'content block')} left out (malformed, or too long for what was left)")
     if budget.extras_left_out:
-        notes.append(f"the annotations or _meta of {budget.extras_left_out:,} content blocks left out")
+        notes.append(f"the annotations or _meta of {counted(budget.extras_left_out, 'content block')} left out")
     structured = result.get("structuredContent")
     if structured is not None:
         copy = copy_json(structured, max_chars)  # on its own: the spec has a text block repeat it

@@ -35,6 +35,7 @@ from agent.serve.client_session import ClientSession as ClientSession
 from agent.serve.client_session import heartbeat as heartbeat
 from agent.serve.renewal import FOLLOWED, INSTRUCTIONS_BEFORE, RENEWED, STALE_TREE, restored
 from agent.serve.upstream_subscriptions import carry
+from tool_tree.text import counted
 
 if TYPE_CHECKING:
     from sandbox.host import Runtime
@@ -147,7 +148,8 @@ class SessionRegistry:
             self._keep_tree(session)
         if session is None:
             if len(self._sessions) >= self.max_sessions:
-                raise SessionLimitError(f"{self.max_sessions} client sessions are open (serve.max_sessions)")
+                open_ = counted(self.max_sessions, "client session is", "client sessions are")
+                raise SessionLimitError(f"{open_} open (serve.max_sessions)")
             session = ClientSession(key, self._make_runtime(key), saves=self._close_lock)
             session.tree_generation = self.tree_generation
             ended = self._expired.pop(key, None)

@@ -46,7 +46,7 @@ from agent.serve.loopback import is_loopback
 from sandbox.results import clean_text
 from tool_tree.config_servers import ASKABLE
 from tool_tree.server_asks import Asker, question, refusal_of
-from tool_tree.text import one_line
+from tool_tree.text import counted, one_line
 
 logger = logging.getLogger("agent.serve")
 
@@ -184,7 +184,9 @@ class ClientAsks:
             return _refused(server, request, f"tooltree's client answered with an error: {one_line(e.message, 200)}")
         except ValidationError as e:
             return _refused(
-                server, request, f"tooltree's client sent an answer that is not one ({e.error_count()} errors)"
+                server,
+                request,
+                f"tooltree's client sent an answer that is not one ({counted(e.error_count(), 'error')})",
             )
 
     def _bounded(self, server: str, request: types.InputRequest) -> types.ServerRequest | str:

@@ -76,7 +76,7 @@ from agent.serve.upstream_subscriptions import install_subscriptions
 from sandbox._supervisor.limits import MAX_IMAGES
 from sandbox.results import ImageBudget, clean_text
 from tool_tree.answer_items import total
-from tool_tree.text import clean, one_line
+from tool_tree.text import clean, counted, one_line
 
 if TYPE_CHECKING:
     from sandbox.bridge import CallCancel
@@ -177,19 +177,19 @@ def failure(what: str, code: str, message: str) -> MCPError:
     return MCPError(code=types.INTERNAL_ERROR, message=clean_text(text))
 
 
-def _notes(budget: _Budget, images: ImageBudget, count: int, what: str) -> list[str]:
-    """What bounding one answer cut (``count``: its items, ``what`` they are), as `capped`'s note says it."""
+def _notes(budget: _Budget, images: ImageBudget, count: int, what: tuple[str, str]) -> list[str]:
+    """What bounding one answer cut (``count``: its items, ``what``: one of them, several), as `capped`'s note says."""
     notes = []
     if budget.text_total > budget.text_shown:
         notes.append(f"{budget.text_total - budget.text_shown:,} of {budget.text_total:,} characters of text cut")
     if images.past:
-        notes.append(f"{images.past:,} images past the first {MAX_IMAGES} left out")
+        notes.append(f"{counted(images.past, 'image')} past the first {MAX_IMAGES} left out")
     if count > MAX_BLOCKS:
-        notes.append(f"{count - MAX_BLOCKS:,} {what} past the first {MAX_BLOCKS:,} left out")
+        notes.append(f"{counted(count - MAX_BLOCKS, *what)} past the first {MAX_BLOCKS:,} left out")
     if budget.left_out:
-        notes.append(f"{budget.left_out:,} {what} left out (malformed, or too long for what was left)")
+        notes.append(f"{counted(budget.left_out, *what)} left out (malformed, or too long for what was left)")
     if budget.extras_left_out:
-        notes.append(f"the annotations or _meta of {budget.extras_left_out:,} {what} left out")
+        notes.append(f"the annotations or _meta of {counted(budget.extras_left_out, *what)} left out")
     return notes
 
 
@@ -212,7 +212,7 @@ def bounded_prompt(raw: dict[str, Any], what: str, max_chars: int) -> types.GetP
             continue
         if (block := _block(message["content"], budget, images)) is not None:
             out.append({"role": role, "content": block})
-    if notes := _notes(budget, images, total(raw, "messages"), "messages"):
+    if notes := _notes(budget, images, total(raw, "messages"), ("message", "messages")):
         text = (
             f"\n[... {'; '.join(notes)}: a prompt of a server is capped at {max_chars:,} characters and "
             f"{MAX_BLOCKS:,} messages ...]"
@@ -245,7 +245,7 @@ def bounded_read(raw: dict[str, Any], uri: str, what: str, max_chars: int) -> ty
             out.append(block["resource"])
         else:  # a note in its place
             out.append({"uri": uri, "mimeType": "text/plain", "text": block.get("text", "")})
-    if notes := _notes(budget, images, total(raw, "contents"), "contents"):
+    if notes := _notes(budget, images, total(raw, "contents"), ("content", "contents")):
         text = (
             f"[... {'; '.join(notes)}: a resource read through tooltree is capped at {max_chars:,} characters "
             f"and {MAX_BLOCKS:,} contents ...]"

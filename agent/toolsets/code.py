@@ -22,7 +22,7 @@ from agent.toolsets.script_ended import printed_before_end, unreported_outcome
 from agent.toolsets.script_running import RunningScript
 from agent.toolsets.tree_changed import TreeWatch
 from tool_tree.search import SearchError, SearchHit, render_hits, search_tools
-from tool_tree.text import one_line, shown, size
+from tool_tree.text import counted, one_line, shown, size
 from tool_tree.tree import INDEX_FILE, Manifest, ToolEntry, read_in_tree, servers_link
 
 if TYPE_CHECKING:
@@ -267,7 +267,8 @@ class CodeToolset(Toolset):
             return f"{INDEX_FILE}:\n{text}"
         servers = sorted(self.manifest.servers, key=lambda s: s.package)
         head = (
-            f"{len(servers)} servers, {len(self.manifest.tools)} tools. {INDEX_FILE} lists each server's tools; "
+            f"{counted(len(servers), 'server')}, {counted(len(self.manifest.tools), 'tool')}. {INDEX_FILE} lists each "
+            "server's tools; "
             "servers/<package>/README.md has one line per tool."
         )
         names = [f"- {s.package} ({s.tool_count})" for s in servers]

@@ -190,3 +190,27 @@ def test_a_huge_text_blob_is_decoded_from_its_start_only() -> None:
     text = text_of_blob(data, 1 << 20)
     assert text is not None and text.startswith("x" * 786_432 + "\n[… ") and text.endswith(" more not shown]")
     assert text_of_blob("not base64!", 100) is None and text_of_blob(None, 100) is None
+
+
+def test_a_count_of_one_is_said_in_the_singular() -> None:
+    # Before: "[1 images past the first 8 were left out", "… 1 more tools, 1 calls (0 failed)".
+    from agent.content import LEDGER_GROUPS, ledger
+    from agent.serve.bounded_result import capped
+    from agent.serve.upstream_extras import bounded_prompt
+    from sandbox.results import ToolCallRecord
+
+    image = {"type": "image", "mimeType": "image/png", "data": PNG}
+    blocks = mcp_result_blocks({"content": [image] * (MAX_IMAGES + 1)})
+    assert blocks[-1]["text"].startswith(f"[1 image past the first {MAX_IMAGES} was left out. Ask the tool for less")
+    served = capped({"content": [image] * (MAX_IMAGES + 1)}, 1_000)
+    assert served is not None
+    assert f"[... 1 image past the first {MAX_IMAGES} left out: " in served["content"][-1]["text"]
+    prompt = bounded_prompt({"messages": [{"role": "user", "content": image}] * (MAX_IMAGES + 1) + ["x"]}, "p", 1_000)
+    note = prompt.messages[-1].content
+    assert note.type == "text"
+    assert f"1 image past the first {MAX_IMAGES} left out; 1 message left out (malformed" in note.text
+    calls = [ToolCallRecord("crm", f"tool_{i}", True, 10, 100, 1.0, None) for i in range(LEDGER_GROUPS + 1)]
+    assert ledger(calls).splitlines()[-1] == "  … 1 more tool, 1 call (0 failed)"
+    assert (
+        "[2 images past the first" in mcp_result_blocks({"content": [image] * (MAX_IMAGES + 2)})[-1]["text"]
+    )  # and more than one in the plural

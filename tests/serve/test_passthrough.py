@@ -182,7 +182,7 @@ def test_a_resource_whose_blob_is_an_image_counts_among_the_images() -> None:
     out = capped({"content": [shown] + [image] * (MAX_IMAGES - 1) + [shown, zipped]}, 1_000)
     assert out is not None
     assert out["content"][:-1] == [shown] + [image] * (MAX_IMAGES - 1) + [zipped]
-    assert f"1 images past the first {MAX_IMAGES} left out" in out["content"][-1]["text"]
+    assert f"1 image past the first {MAX_IMAGES} left out" in out["content"][-1]["text"]  # before: "1 images"
 
 
 def test_blocks_past_the_count_are_counted_not_sent(hostile: tuple[Passthrough, Runtime]) -> None:
@@ -209,7 +209,7 @@ def test_every_field_counts_against_the_cap_and_nothing_longer_is_cleaned(
     assert len(json.dumps(whole)) < 2 * cap
     assert content[:-1] == [{"type": "text", "text": "ok"}, {"type": "text", "text": "after"}]
     assert "3 content blocks left out (malformed, or too long for what was left)" in content[-1]["text"]
-    assert "the annotations or _meta of 1 content blocks left out" in content[-1]["text"]
+    assert "the annotations or _meta of 1 content block left out" in content[-1]["text"]  # before: "blocks"
 
 
 def test_escapes_are_cleaned_from_every_field(hostile: tuple[Passthrough, Runtime]) -> None:

@@ -272,3 +272,9 @@ def test_a_real_server_s_resource_links_and_embedded_resources_reach_the_text() 
     assert link.text == "Resource link: x.gz <demo://resource/session/x.gz> (application/gzip)"
     assert gzip.decompress(blob.resources[0].data or b"") == b"hello"
     assert blob.text.startswith("Resource <demo://resource/session/y.gz> (application/gzip, ")
+
+
+def test_a_result_printed_counts_one_block_past_those_it_lists_in_the_singular() -> None:
+    # Before: "[… 1 more blocks]".
+    assert str(ToolResult([image(PNG)] * 11)).splitlines()[-1] == "[… 1 more block]"
+    assert str(ToolResult([image(PNG)] * 12)).splitlines()[-1] == "[… 2 more blocks]"

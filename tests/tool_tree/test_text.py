@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tool_tree.text import clean, first_paragraph, first_sentence, one_line, size, split_sentence
+from tool_tree.text import clean, counted, first_paragraph, first_sentence, one_line, size, split_sentence
 
 
 @settings(max_examples=400, deadline=None)
@@ -136,3 +136,8 @@ def test_a_summary_too_long_for_both_cuts_the_first_sentence_and_keeps_the_depre
     said = summary_line("x" * 300 + ". DEPRECATED: use y.", 50)
     assert said == "x" * 30 + "… DEPRECATED: use y." and len(said) == 50
     assert summary_line("Short. " + "Yes " * 2000 + ". DEPRECATED: use z.") == "Short."  # past what is looked through
+
+
+def test_a_count_says_one_thing_in_the_singular_and_others_in_the_plural() -> None:
+    assert [counted(n, "image") for n in (0, 1, 2, 1_000)] == ["0 images", "1 image", "2 images", "1,000 images"]
+    assert counted(1, "retry", "retries") == "1 retry" and counted(3, "retry", "retries") == "3 retries"

@@ -421,7 +421,8 @@ class ToolResult:
         if not text:
             lines = [self._unsaid_line(n, b) for n, b in unsaid if n < _REPR_BLOCKS]
             more = len(self.content) - _REPR_BLOCKS
-            return "\n".join(lines + ([f"[… {more:,} more blocks]"] if more > 0 else []))
+            blocks = "block" if more == 1 else "blocks"  # stdlib only: no `tool_tree.text.counted` in the sandbox
+            return "\n".join(lines + ([f"[… {more:,} more {blocks}]"] if more > 0 else []))
         if not unsaid:
             return text
         many = len(unsaid) > _STR_LINES_AFTER_TEXT
