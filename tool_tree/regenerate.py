@@ -4,10 +4,10 @@ manifest records (`tool_tree.tree.Manifest.config`). Before, the texts said ``to
 reads ./tooltree.yaml and writes ./tree: a user whose configuration or tree was elsewhere regenerated another tree, from
 another configuration, or got an error.
 
-A manifest may come from elsewhere: the path it records is shown here, never run (``generate-tree`` given no
-``--config`` reads it, when it is the user's own file: ``tooltree_cli.common.recorded_default``), and shown as one
-shell word (`shell_word`), its control characters escaped, so that no newline or escape sequence of it reaches a
-terminal or a model's context as text of its own.
+A manifest may come from elsewhere: the path it records is shown here, never run (``generate-tree``, ``exec``,
+``agent`` and ``serve`` given no ``--config`` read it, when it is the user's own file:
+``tooltree_cli.common.recorded_default``), and shown as one shell word (`shell_word`), its control characters
+escaped, so that no newline or escape sequence of it reaches a terminal or a model's context as text of its own.
 """
 
 from __future__ import annotations

@@ -251,7 +251,7 @@ class Manifest:
     config: str = ""
     """The configuration file the tree was generated from, relative to the tree's folder ("": not known), named by the
     texts that say to regenerate the tree (`tool_tree.regenerate`): untrusted, shown escaped, and read by
-    ``generate-tree`` given no ``--config`` only when it is the user's own file."""
+    ``generate-tree``, ``exec``, ``agent`` and ``serve`` given no ``--config`` only when it is the user's own file."""
 
     def same_tree(self, other: Manifest) -> bool:
         """Whether ``other`` records the same tree, the configuration file it names aside (another file naming the

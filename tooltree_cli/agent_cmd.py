@@ -71,7 +71,12 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "saves --workspace.",
     )
     p.add_argument("task", help="the task ('-' reads it from standard input)")
-    p.add_argument("--config", type=config_path, default=None, help=f"{CONFIG_FILES})")
+    p.add_argument(
+        "--config",
+        type=config_path,
+        default=None,
+        help=f"{CONFIG_FILES}, or for a --tree generated before, the file its manifest records)",
+    )
     p.add_argument("--tree", default="tree", help="the generated tree (default: ./tree)")
     # Options left out take the config's `agent:` section, then the defaults shown.
     p.add_argument("--mode", choices=MODES, help="code (default), direct, tool-search or filtered")
@@ -236,7 +241,7 @@ def _stopped_at_start(args: argparse.Namespace, stopped: KeyboardInterrupt) -> N
     config = getattr(args, "config_read", None)
     if config is None:  # stopped before it was read: its mode and model, as the run would have taken them
         try:
-            config = load_optional_config(args.config, using=())
+            config = load_optional_config(args.config, using=(), tree=Path(args.tree))
         except (ConfigError, OSError):
             config = None
     modes = [args.mode] if args.compare is None else [m.strip() for m in args.compare.split(",") if m.strip()]
@@ -262,7 +267,8 @@ def _set_up_and_run(args: argparse.Namespace, task: str, modes: list[str | None]
     from tool_tree.config import ConfigError
 
     try:
-        config = load_optional_config(args.config, using=())  # a server whose variable is unset fails its calls
+        # A server whose variable is unset fails its calls; without --config, the file the tree records is read.
+        config = load_optional_config(args.config, using=(), tree=Path(args.tree))
         args.config_read = config
         if config is None and not args.dry_run:
             error("no tooltree.yaml here; pass --config PATH")

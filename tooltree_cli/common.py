@@ -100,13 +100,22 @@ def recorded_default(tree: Path, *, missing_ok: bool = False) -> str | None:
     return recorded
 
 
-def load_optional_config(path: str | None, using: Collection[str] | None = None) -> Config | None:
-    """The config at ``path``; with no path, ./tooltree.yaml when it exists, else None. ``using``: as for `load`
-    (``()`` for a command that starts no server: no server's variable need be set).
+def load_optional_config(
+    path: str | None, using: Collection[str] | None = None, *, tree: Path | None = None, missing_ok: bool = True
+) -> Config | None:
+    """The config at ``path``; with no path, the file ``tree``'s manifest records (`recorded_default`: said on stderr
+    when it is not ./tooltree.yaml, another user's not read), else ./tooltree.yaml when it exists, else None. ``using``:
+    as for `load` (``()`` for a command that starts no server: no server's variable need be set). ``tree``: the tree
+    the command uses (``exec``, ``agent``, ``serve``: before, run from another folder, they read ./tooltree.yaml or
+    none, where ``generate-tree`` read the tree's own). ``missing_ok``: a recorded file that is gone is taken as none
+    recorded (a command that does not write the tree from it), else an error.
 
     Raises:
-        ConfigError: the file is invalid (or ``path`` does not exist).
+        ConfigError: the file is invalid (or ``path`` does not exist), or the file ``tree`` records is another user's
+            (or gone, unless ``missing_ok``).
     """
+    if path is None and tree is not None:
+        path = recorded_default(tree, missing_ok=missing_ok)
     if path is not None:
         return load(path, using)
     if Path(DEFAULT_CONFIG).exists():

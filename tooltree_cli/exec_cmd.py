@@ -66,7 +66,12 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     p.add_argument("script", nargs="?", help="the script file ('-' for standard input)")
     p.add_argument("-c", dest="code", metavar="CODE", help="the code to run, instead of a file")
-    p.add_argument("--config", type=config_path, default=None, help=f"{CONFIG_FILES})")
+    p.add_argument(
+        "--config",
+        type=config_path,
+        default=None,
+        help=f"{CONFIG_FILES}, or for a --tree generated before, the file its manifest records)",
+    )
     p.add_argument("--tree", default="tree", help="the generated tree (default: ./tree)")
     p.add_argument("--workspace", metavar="DIR", help="a host folder restored into /workspace and saved back")
     p.add_argument(
@@ -117,7 +122,8 @@ def run(args: argparse.Namespace) -> int:
         if (problem := _path_problem(args)) is not None:
             print(f"tooltree: error: {problem}", file=sys.stderr)
             return EXIT_USAGE
-        config = load_optional_config(args.config, using=())  # a server whose variable is unset fails its calls
+        # A server whose variable is unset fails its calls; without --config, the file the tree records is read.
+        config = load_optional_config(args.config, using=(), tree=Path(args.tree))
         tree = Path(args.tree)
         Manifest.load(tree)  # a missing or broken tree is a usage error, before anything starts
         settings = sandbox_config(config, timeout=args.timeout)

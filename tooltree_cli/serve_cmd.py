@@ -74,7 +74,12 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         f"{UNEXPECTED_HELP}, 128 + the signal's number when a signal stopped the tree's generation before serving "
         "(129 SIGHUP, 130 SIGINT, 143 SIGTERM).",
     )
-    p.add_argument("--config", type=config_path, default=None, help=f"{CONFIG_FILES})")
+    p.add_argument(
+        "--config",
+        type=config_path,
+        default=None,
+        help=f"{CONFIG_FILES}, or for a --tree generated before, the file its manifest records)",
+    )
     p.add_argument("--tree", default="tree", help="the generated tree (default: ./tree)")
     when = p.add_mutually_exclusive_group()
     when.add_argument(
@@ -239,7 +244,9 @@ def _run(args: argparse.Namespace, sockets: list[socket.socket]) -> int:
 
     tree = Path(args.tree)
     try:
-        config = load_optional_config(args.config, using=())  # a server whose variable is unset fails its calls
+        # A server whose variable is unset fails its calls; a recorded file that is gone is an error unless the tree is
+        # served as it is, as for generate-tree (a refresh writes the tree from it).
+        config = load_optional_config(args.config, using=(), tree=tree, missing_ok=args.no_regenerate)
         if config is None and not args.no_regenerate:
             error("no tooltree.yaml here; pass --config PATH (or --no-regenerate to serve an existing tree)")
             return EXIT_USAGE

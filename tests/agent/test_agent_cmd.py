@@ -7,6 +7,7 @@ import io
 import json
 import os
 import re
+import shutil
 import signal
 import sys
 from pathlib import Path
@@ -339,14 +340,16 @@ def test_a_dry_run_with_no_config_says_it_counts_the_tree_without_the_configs_ag
     # `tooltree agent "..." --compare --dry-run` counted the code-mode prompt without the pinned signatures in silence.
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     monkeypatch.chdir(tmp_path)
-    assert main(["agent", "Read the Northwind deal", "--tree", str(project.tree), "--dry-run"]) == 0
+    # A copy of the tree: the file its manifest records is not beside it (tests/cli/test_tree_config_file.py).
+    tree = shutil.copytree(project.tree, tmp_path / "tree")
+    assert main(["agent", "Read the Northwind deal", "--tree", str(tree), "--dry-run"]) == 0
     out, err = capsys.readouterr()
     assert out.splitlines()[2].split()[0] == "code"
     assert err == (
         "tooltree: no tooltree.yaml here: the dry run counts the tree alone, without a config's `agent:` settings (its"
         " pinned tools, mode, model, pre-filter); pass --config PATH to count them\n"
     )
-    argv_ = ["agent", "Read the Northwind deal", "--tree", str(project.tree), "--dry-run"]
+    argv_ = ["agent", "Read the Northwind deal", "--tree", str(tree), "--dry-run"]
     assert main([*argv_, "--config", str(project.config_path)]) == 0
     assert capsys.readouterr().err == ""
 

@@ -7,6 +7,7 @@ import errno
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import stat
@@ -921,7 +922,8 @@ def test_exec_without_a_config_says_it_runs_without_the_servers(
     from sandbox.results import ExecutionResult
     from tooltree_cli.exec_cmd import NO_CONFIG
 
-    _, tree = project
+    # A copy of the tree: the file its manifest records is not beside it (tests/cli/test_tree_config_file.py).
+    tree = Path(shutil.copytree(project[1], tmp_path / "tree"))
     given = _ends(monkeypatch, ExecutionResult("1\n", "", 0, 0.1))
     monkeypatch.chdir(tmp_path)  # no tooltree.yaml here
     assert main(["exec", "-c", "print(1)", "--tree", str(tree)]) == 0

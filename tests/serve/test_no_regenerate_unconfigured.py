@@ -8,6 +8,7 @@ warning names the servers and what to pass.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -35,9 +36,13 @@ def serve_stderr(cwd: Path, *args: str) -> str:
     return done.stderr
 
 
-def test_serving_a_tree_with_no_config_warns_that_its_tools_calls_fail(project: tuple[Path, Path]) -> None:
-    _, tree = project
-    said = serve_stderr(tree.parent.parent, "--tree", str(tree))  # a folder with no tooltree.yaml
+def test_serving_a_tree_with_no_config_warns_that_its_tools_calls_fail(
+    project: tuple[Path, Path], tmp_path: Path
+) -> None:
+    # A copy of the tree, in a folder with no tooltree.yaml: the file its manifest records is not beside it (else it
+    # is read: tests/cli/test_tree_config_file.py).
+    tree = Path(shutil.copytree(project[1], tmp_path / "tree"))
+    said = serve_stderr(tmp_path, "--tree", str(tree))
     assert (
         f"tooltree serve: warning: {tree} has server(s) crm, docs, and no config was given: every call of their "
         "tools fails; pass the --config the tree was generated from\n"
