@@ -329,7 +329,39 @@ def _run(args: argparse.Namespace) -> int:
         where = e.filename if e.filename is not None else out
         error(f"--out: cannot write the tree: {where}: {e.strerror or e}{_left_as(out) if not args.check else ''}")
         return EXIT_CONFIG
+    result.warnings[:0] = shared_packages(config, out)
     return report(result, args)
+
+
+def shared_packages(config: Config | None, out: Path) -> list[str]:
+    """A warning for each package name two or more enabled servers of ``config`` map to (``my.docs`` and
+    ``my/docs``: ``my_docs``), naming the servers and, when ``out``'s manifest has them, the package each got (one
+    keeps the name, the others are numbered: ``my_docs_2``). Before: nothing said so, and a script could not tell
+    which was which. A warning, not a config error: such a config worked, and scripts import its packages."""
+    from generator.naming import to_identifier
+    from tool_tree.tree import Manifest, TreeError
+
+    groups: dict[str, list[str]] = {}
+    for s in config.offered_servers if config is not None else ():  # not `enabled_servers`: its unset variable waits
+        groups.setdefault(to_identifier(s.name, fallback="server").lower(), []).append(s.name)
+    try:
+        packages = {s.name: s.package for s in Manifest.load(out).servers}
+    except TreeError:
+        packages = {}
+    warnings = []
+    for names in groups.values():
+        if len(names) < 2:
+            continue
+        names.sort()
+        named = ", ".join(map(repr, names[:-1])) + f" and {names[-1]!r}"
+        said = f"servers {named} map to the same package, {to_identifier(names[0], fallback='server')}"
+        if all(n in packages for n in names):
+            said += ": " + ", ".join(f"{n!r} is servers.{packages[n]}" for n in names)
+        else:
+            said += ", which one keeps while the others are numbered (_2, _3 …)"
+        where = f" in {config.file}" if config is not None and config.file is not None else ""
+        warnings.append(f"{said}; rename one{where} for packages a script tells apart by name")
+    return warnings
 
 
 def _left_as(out: Path) -> str:
