@@ -235,7 +235,13 @@ def audit_problem(audit: str, *, tree: str, workspace: str | None, config: str |
     """Why the ``--audit`` log cannot be at ``audit``, or None: inside the ``tree`` (its lines would go into a stub or
     the manifest: before, ``--audit tree/manifest.json`` broke every later command on the tree), inside the
     ``workspace`` (a script could rewrite it, and the saved workspace put its copy in place), or the ``config`` file
-    (when it exists)."""
+    (when it exists; None: the one read without ``--config``, the file the tree records when it is there, else
+    ./tooltree.yaml: before, ``--audit ~/proj/tooltree.yaml --tree ~/proj/tree`` run elsewhere appended to it)."""
+    if config is None:
+        from tool_tree.regenerate import recorded_config
+
+        recorded = recorded_config(tree)
+        config = recorded if recorded is not None and os.path.isfile(recorded) else DEFAULT_CONFIG
     real = Path(os.path.realpath(audit))
     if real.is_relative_to(os.path.realpath(tree)):
         return (

@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING
 from tool_tree.text import one_line
 from tooltree_cli.common import (
     CONFIG_FILES,
-    DEFAULT_CONFIG,
     UNEXPECTED_HELP,
     audit_problem,
     config_path,
@@ -95,9 +94,7 @@ def _path_problem(args: argparse.Namespace) -> str | None:
     if args.audit is not None and (problem := file_problem("--audit", args.audit)):
         return problem
     if args.audit is not None and (
-        problem := audit_problem(
-            args.audit, tree=args.tree, workspace=args.workspace, config=args.config or DEFAULT_CONFIG
-        )
+        problem := audit_problem(args.audit, tree=args.tree, workspace=args.workspace, config=args.config)
     ):
         return problem
     if args.images is not None and (problem := folder_problem("--images", args.images, home=True)):

@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING
 
 from tooltree_cli.common import (
     CONFIG_FILES,
-    DEFAULT_CONFIG,
     UNEXPECTED_HELP,
     HttpOption,
     audit_problem,
@@ -201,7 +200,7 @@ def run(args: argparse.Namespace) -> int:
         file_problem("--audit", args.audit) if args.audit is not None else None,
         None
         if args.audit is None
-        else audit_problem(args.audit, tree=args.tree, workspace=args.workspace, config=args.config or DEFAULT_CONFIG),
+        else audit_problem(args.audit, tree=args.tree, workspace=args.workspace, config=args.config),
         folder_problem("--workspace", args.workspace, home=True) if args.workspace is not None else None,
         workspace_problem(args.workspace, args.tree) if args.workspace is not None else None,
         # Only its shape: a tree that is up to date is served, and refreshed without a write, from a read-only folder.

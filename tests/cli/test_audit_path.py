@@ -60,3 +60,25 @@ def test_an_audit_log_beside_the_tree_and_the_workspace_is_taken(tmp_path: Path)
     audit = str(tmp_path / "tree-audit.jsonl")  # a name that starts as the tree's does not make it inside
     assert audit_problem(audit, tree=str(tmp_path / "tree"), workspace=str(tmp_path / "ws"), config=None) is None
     assert audit_problem(audit, tree="tree", workspace=None, config=str(tmp_path / "tooltree.yaml")) is None
+
+
+@pytest.mark.parametrize("command", ["exec", "serve"])
+def test_an_audit_log_that_is_the_config_the_tree_records_exits_2_when_run_from_another_folder(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: without --config, only ./tooltree.yaml was kept from the audit log, where the run reads the file its
+    # tree records (tests/cli/test_tree_config_file.py): its lines were appended to that project's config.
+    from tests.support import sample_project
+
+    (tmp_path / "proj").mkdir(), (tmp_path / "elsewhere").mkdir()
+    config, tree = sample_project(tmp_path / "proj", "crm")
+    before = config.read_text(encoding="utf-8")
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    capsys.readouterr()
+    options = ["--tree", str(tree), "--audit", str(config)]
+    assert main(["exec", "-c", "print(1)", *options] if command == "exec" else ["serve", *options]) == 2
+    assert capsys.readouterr().err == (
+        f"tooltree: error: --audit: {config} is the config file: its lines would be appended to it; give the audit "
+        "log a path of its own\n"
+    )
+    assert config.read_text(encoding="utf-8") == before
