@@ -66,7 +66,8 @@ def recorded_default(tree: Path, *, missing_ok: bool = False) -> str | None:
     (`tool_tree.regenerate.recorded_config`: it was generated from it), said on stderr when it is not ./tooltree.yaml;
     None when the tree records none (no tree yet, one of an earlier release): ./tooltree.yaml then. Before, a command
     run from another folder (``generate-tree --check --out ~/proj/tree``) read ./tooltree.yaml, another project's or
-    none. A file of another user is not read (a manifest from elsewhere names no file to run).
+    none. A file of another user is not read (a manifest from elsewhere names no file to run), unless it is
+    ./tooltree.yaml, which a run given no manifest reads too (a shared project's folder).
 
     Raises:
         ConfigError: the recorded file is not there (moved, removed: unless ``missing_ok``, then None), or is another
@@ -90,13 +91,13 @@ def recorded_default(tree: Path, *, missing_ok: bool = False) -> str | None:
             return None
         problem = f"the tree was generated from {shell_word(recorded)}, which cannot be read ({e.strerror or e}): "
         raise ConfigError(problem + "pass --config PATH", file=manifest) from None
+    if Path(DEFAULT_CONFIG).exists() and os.path.samefile(DEFAULT_CONFIG, recorded):
+        return recorded  # the file read without a manifest too: nothing to say, whoever owns it (a shared project)
     if hasattr(os, "getuid") and owner not in (os.getuid(), 0):
         problem = f"the tree was generated from {shell_word(recorded)}, another user's file, read only when named: "
         raise ConfigError(problem + "pass --config PATH", file=manifest)
-    if not (Path(DEFAULT_CONFIG).exists() and os.path.samefile(DEFAULT_CONFIG, recorded)):
-        said = f"reading {shell_word(recorded)}, the configuration {shell_word(manifest)} records"
-        said += " (--config names another)"
-        print(f"tooltree: {terminal_text(said)}", file=sys.stderr, flush=True)
+    said = f"reading {shell_word(recorded)}, the configuration {shell_word(manifest)} records (--config names another)"
+    print(f"tooltree: {terminal_text(said)}", file=sys.stderr, flush=True)
     return recorded
 
 

@@ -232,3 +232,10 @@ def test_a_recorded_config_of_another_user_is_not_read_unless_named(
         "user's file, read only when named: pass --config PATH\n"
     )
     assert _check_elsewhere(tmp_path / "tree", "--config", str(config)) == 0
+
+    # In the project's own folder the recorded file is ./tooltree.yaml, read without a manifest too (before: refused,
+    # so another user of a shared project could no longer run generate-tree there without --config).
+    monkeypatch.chdir(tmp_path)
+    capsys.readouterr()
+    assert _check_elsewhere(Path("tree")) == 0
+    assert "reading" not in capsys.readouterr().err
