@@ -4,6 +4,9 @@
 keys (`SERVER_KEYS`) are checked in a tooltree.yaml, other clients' are ignored in their files, and their lists of
 tool names (``includeTools``, ``disabledTools``, …) become tooltree's patterns. A server that is disabled, or not
 used, keeps an unset variable's error on it (`ServerConfig.unresolved`) instead of raising it.
+
+Over 400 lines: one entry's keys are read in one pass, in tooltree's shape and in every other client's, each key's
+error named as its file has it; split, each part would need the others' renamings.
 """
 
 from __future__ import annotations
@@ -185,6 +188,7 @@ def _server_entry(
         raise reader.error(f"expected a mapping with `command` or `url`, got {kind_of(body.value)}", body, where)
     items: dict[str, tuple[Node, Node]] = body.value
     named: dict[str, tuple[str, str]] = {}
+    misnamed = False  # an unknown key that is a misspelt `command` or `url` (`comand`, Gemini CLI's `httpUrl`)
     if not json_format:  # each unknown key is kept (`Reader.problems`), and the known ones read: every error at once
         for k, (knode, _) in items.items():
             if k not in SERVER_KEYS:  # another client's key says what tooltree's is, or that there is none
@@ -195,7 +199,12 @@ def _server_entry(
                     said = "another client's key, which tooltree does not read: leave it out"
                 said = f" ({said})" if said else did_you_mean(k, SERVER_KEYS, unknown=True)
                 reader.add(reader.error(f"unknown key{said}", knode, f"{where}.{k}"))
+                misnamed |= k != "type" and any(f"{q}{key}{q}" in said for key in ("command", "url") for q in "'`")
         items = {k: v for k, v in items.items() if k in SERVER_KEYS}  # not read as another format's (`envFile`)
+        if misnamed and "command" not in items and "url" not in items:
+            # Its error stands for "needs `command` or `url`", which would be a second error of one mistake (the
+            # file's errors are raised together at its end).
+            return None
     else:
         foreign = {k: v for k, v in items.items() if k in _JSON_TOOL_LISTS}
         for k, (knode, _) in items.items():

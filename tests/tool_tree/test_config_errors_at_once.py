@@ -107,6 +107,22 @@ def test_a_misspelt_servers_key_is_one_error_not_two() -> None:
     assert str(info.value) == "t.yaml:1: server: unknown key (did you mean 'servers'?)"
 
 
+@pytest.mark.parametrize(
+    ("entry", "said"),
+    [("comand: x", "comand: unknown key (did you mean 'command'?)"),
+     ("httpUrl: https://a.example/mcp", "httpUrl: unknown key (Gemini CLI's name of it: write `url`)")],
+)  # fmt: skip
+def test_a_misspelt_command_or_url_is_one_error_not_two(entry: str, said: str) -> None:
+    # Before: a second line of the one mistake, "servers.a: server needs `command` (stdio) or `url` (HTTP)".
+    with pytest.raises(ConfigError) as info:
+        parse_config(f"servers:\n  a:\n    {entry}\n  b:\n    argz: []\n", source="t.yaml")
+    assert str(info.value).splitlines() == [
+        f"t.yaml:3: servers.a.{said}",
+        "t.yaml:5: servers.b.argz: unknown key (did you mean 'args'?)",
+        "t.yaml:5: servers.b: server needs `command` (stdio) or `url` (HTTP)",
+    ]
+
+
 def test_generate_tree_prints_every_error_of_its_config_and_exits_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
