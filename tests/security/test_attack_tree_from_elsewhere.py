@@ -118,7 +118,7 @@ def test_an_index_md_linked_to_a_host_file_is_not_put_in_the_prompt(tree: Path, 
     toolset = CodeToolset(tree, standalone=True)
     assert SECRET not in toolset.system_prompt()
     assert SECRET not in toolset.prompt("serve.md.j2")
-    assert "1 servers, 6 tools" in toolset.system_prompt()  # the compact list of the manifest's servers instead
+    assert "1 server, 6 tools" in toolset.system_prompt()  # the compact list of the manifest's servers instead
 
 
 def test_a_tree_file_that_is_a_hard_link_is_read_by_no_host_reader_nor_copied_to_the_sandbox(
@@ -194,7 +194,7 @@ def test_an_index_md_that_is_a_fifo_does_not_hang_the_agent_or_serve(tree: Path)
     if worker.is_alive():  # let the thread go (before the fix): a writer ends its wait on the FIFO
         with open(index, "w"):
             pass
-    assert made and "1 servers, 6 tools" in made[0].system_prompt()
+    assert made and "1 server, 6 tools" in made[0].system_prompt()
 
 
 def test_the_direct_prompt_shows_a_manifests_server_description_cleaned_and_cut(tree: Path) -> None:
